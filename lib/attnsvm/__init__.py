@@ -1,0 +1,30 @@
+"""attnsvm: attention as a max-margin token selector.
+
+A small PyTorch library behind the attnsvm book: problem instances, one-layer softmax attention in
+the W, (K, Q) and p parameterizations, the Att-SVM problems, (normalized) gradient descent and the
+regularization path, batched over trials. References: Tarzanagh, Li, Thrampoulidis, Oymak,
+"Transformers as Support Vector Machines" (2023) and Tarzanagh, Li, Zhang, Oymak, "Max-Margin Token
+Selection in Attention Mechanism" (NeurIPS 2023).
+"""
+
+from .data import Problem, figure_problem, random_problem
+from .metrics import corr, is_global, max_probability, numerical_rank, probability_on, selected_tokens
+from .models import (LOSSES, Attention, KQAttention, LinearHead, MLPHead, PromptAttention,
+                     WAttention, attention_output, empirical_risk, predict)
+from .path import PathResult, regularization_path
+from .svm import InfeasibleError, SVMResult, att_svm, is_locally_optimal, p_svm
+from .train import History, TrainingError, block_normalize, train
+from .utils import DEFAULT_DTYPE, get_device, set_seed
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Problem", "figure_problem", "random_problem",
+    "corr", "is_global", "max_probability", "numerical_rank", "probability_on", "selected_tokens",
+    "LOSSES", "Attention", "KQAttention", "LinearHead", "MLPHead", "PromptAttention", "WAttention",
+    "attention_output", "empirical_risk", "predict",
+    "PathResult", "regularization_path",
+    "InfeasibleError", "SVMResult", "att_svm", "is_locally_optimal", "p_svm",
+    "History", "TrainingError", "block_normalize", "train",
+    "DEFAULT_DTYPE", "get_device", "set_seed", "__version__",
+]

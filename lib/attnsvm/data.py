@@ -1,0 +1,187 @@
+"""Problem instances of the attention model (paper A section 2; THEORY.md section 1).
+
+A :class:`Problem` holds ``n`` sequences of ``T`` tokens in ``R^d`` with their queries, labels and the
+fixed linear head ``v``. Every array may carry leading *trials* dimensions, so that many independent
+instances are one tensor program: ``X (*B, n, T, d)``, ``Y (*B, n)``, ``Z (*B, n, d)``, ``v (*B, d)``.
+
+The token score is ``gamma_it = Y_i v^T x_it`` and the optimal token of example ``i`` is
+``opt_i = argmax_t gamma_it``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from .utils import DEFAULT_DTYPE, as_tensor, check_shape, get_device
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated training set ``(X_i, z_i, Y_i)`` with a fixed linear head ``v``.
+
+    Attributes:
+        X: tokens, shape ``(*B, n, T, d)``.
+        Y: labels in ``{-1, +1}``, shape ``(*B, n)``.
+        Z: queries ``z_i``, shape ``(*B, n, d)`` (self-attention: a token of ``X_i``).
+        v: linear head (value vector), shape ``(*B, d)`` or ``(d,)``.
+    """
+
+    X: torch.Tensor
+    Y: torch.Tensor
+    Z: torch.Tensor
+    v: torch.Tensor
+
+    def __post_init__(self) -> None:
+        X = as_tensor(self.X, "X")
+        dtype, device = X.dtype, X.device
+        Y = as_tensor(self.Y, "Y", dtype=dtype, device=device)
+        Z = as_tensor(self.Z, "Z", dtype=dtype, device=device)
+        v = as_tensor(self.v, "v", dtype=dtype, device=device)
+        if X.ndim < 3:
+            raise ValueError(f"X must have shape (..., n, T, d), got {tuple(X.shape)}")
+        *batch, n, T, d = X.shape
+        if T < 2:
+            raise ValueError(f"each sequence needs at least 2 tokens to select from, got T={T}")
+        check_shape(Y, "Y", (n,), "n")
+        check_shape(Z, "Z", (n, d), "n, d")
+        check_shape(v, "v", (d,), "d")
+        for name, tensor, core in (("Y", Y, 1), ("Z", Z, 2), ("v", v, 1)):
+            if tensor.ndim > core and tuple(tensor.shape[:-core]) != tuple(batch):
+                raise ValueError(f"{name} has trials shape {tuple(tensor.shape[:-core])}, "
+                                 f"X has {tuple(batch)}: they must match")
+        if not bool(((Y == 1) | (Y == -1)).all()):
+            bad = sorted({float(y) for y in Y.flatten() if y not in (-1.0, 1.0)})[:5]
+            raise ValueError(f"labels Y must be -1 or +1, got values {bad}; map {{0, 1}} labels "
+                             "with Y = 2 * Y - 1")
+        for name, tensor in (("X", X), ("Y", Y), ("Z", Z), ("v", v)):
+            object.__setattr__(self, name, tensor)
+
+    # --- sizes -------------------------------------------------------------------------------
+    @property
+    def batch_shape(self) -> tuple[int, ...]:
+        return tuple(self.X.shape[:-3])
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[-3]
+
+    @property
+    def T(self) -> int:
+        return self.X.shape[-2]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[-1]
+
+    # --- scores ------------------------------------------------------------------------------
+    @property
+    def scores(self) -> torch.Tensor:
+        """Token scores ``gamma_it = Y_i v^T x_it``, shape ``(*B, n, T)``."""
+        values = torch.einsum("...ntd,...d->...nt", self.X, self.v.expand(*self.batch_shape, self.d))
+        return self.Y.unsqueeze(-1) * values
+
+    @property
+    def opt(self) -> torch.Tensor:
+        """Indices of the optimal tokens ``opt_i = argmax_t gamma_it``, shape ``(*B, n)``."""
+        return self.scores.argmax(dim=-1)
+
+    def score_gap(self) -> torch.Tensor:
+        """Gap between the best and second-best score of each example; 0 means ``opt`` is not unique."""
+        top2 = self.scores.topk(2, dim=-1).values
+        return top2[..., 0] - top2[..., 1]
+
+    # --- conversions -------------------------------------------------------------------------
+    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "Problem":
+        """Move every array to ``device`` (``"auto"`` allowed) and/or cast to ``dtype``."""
+        dev = get_device(device) if device is not None else self.X.device
+        kw = {"device": dev, "dtype": dtype or self.X.dtype}
+        return Problem(self.X.to(**kw), self.Y.to(**kw), self.Z.to(**kw), self.v.to(**kw))
+
+    def trial(self, index: int) -> "Problem":
+        """The instance number ``index`` of a batched problem (leading dimension)."""
+        if not self.batch_shape:
+            raise ValueError("this problem has no trials dimension")
+        v = self.v[index] if self.v.ndim > 1 else self.v
+        return Problem(self.X[index], self.Y[index], self.Z[index], v)
+
+    def with_queries(self, Z: torch.Tensor) -> "Problem":
+        """The same tokens, labels and head with new queries ``Z``."""
+        return replace(self, Z=Z)
+
+    @staticmethod
+    def stack(problems: list["Problem"]) -> "Problem":
+        """Stack same-sized instances along a new leading trials dimension."""
+        if not problems:
+            raise ValueError("stack needs at least one problem")
+        d = problems[0].d
+        return Problem(torch.stack([p.X for p in problems]), torch.stack([p.Y for p in problems]),
+                       torch.stack([p.Z for p in problems]),
+                       torch.stack([p.v.expand(d) if p.v.ndim == 1 else p.v for p in problems]))
+
+    @staticmethod
+    def self_attention(X: torch.Tensor, Y: torch.Tensor, v: torch.Tensor,
+                       query_index: int = 0) -> "Problem":
+        """Self-attention instance: the query of example ``i`` is its own token ``x_{i, query_index}``."""
+        X = as_tensor(X, "X")
+        if X.ndim < 3 or not -X.shape[-2] <= query_index < X.shape[-2]:
+            raise ValueError(f"query_index {query_index} is not a token index of X {tuple(X.shape)}")
+        return Problem(X, Y, X[..., query_index, :], v)
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+def random_problem(n: int, T: int, d: int, *, trials: int | None = None,
+                   generator: torch.Generator | None = None, unit_norm: bool = True,
+                   dtype: torch.dtype = DEFAULT_DTYPE, device: str | torch.device = "cpu") -> Problem:
+    """Gaussian instance of paper A's experiments (THEORY.md A3/A4).
+
+    Tokens ``x_it``, queries ``z_i`` and head ``v`` are standard Gaussian (scaled to unit norm when
+    ``unit_norm``), labels are uniform random signs. With ``trials`` the arrays get a leading
+    dimension of that size. Random draws always happen on the CPU, so a seed gives the same instance
+    on every device.
+    """
+    for name, value in (("n", n), ("T", T), ("d", d)):
+        if int(value) < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value}")
+    lead = () if trials is None else (int(trials),)
+    g = generator
+    X = torch.randn(*lead, n, T, d, generator=g, dtype=dtype)
+    Z = torch.randn(*lead, n, d, generator=g, dtype=dtype)
+    v = torch.randn(*lead, d, generator=g, dtype=dtype)
+    Y = torch.randint(0, 2, (*lead, n), generator=g).to(dtype) * 2 - 1
+    if unit_norm:
+        X, Z, v = _unit(X), _unit(Z), _unit(v)
+    return Problem(X, Y, Z, v).to(device)
+
+
+def figure_problem(name: str, *, generator: torch.Generator | None = None,
+                   dtype: torch.dtype = DEFAULT_DTYPE) -> Problem:
+    """The 2-D instances drawn in paper A's figures (THEORY.md section 4).
+
+    ``"A1"``: n=2, T=3; tokens ``0.3 N(0, I)`` shifted by ``(-1, 0)`` (example 1) and ``(+1, 0)``
+    (example 2). ``"A2"``: n=2, T=5; ``x_11 = (1, .5)``, ``x_21 = (1, -.5)``, the other tokens
+    ``0.5 N(0, I)`` shifted by ``(-1, 0)``. Both: ``Y = +1``, unit random ``v`` and ``z_i``
+    (cross-attention). The draw order (v, X, Z) follows the figures' protocol.
+    """
+    g = generator
+    if name == "A1":
+        n, T = 2, 3
+        v = _unit(torch.randn(2, generator=g, dtype=dtype))
+        X = 0.3 * torch.randn(n, T, 2, generator=g, dtype=dtype)
+        X[0] += torch.tensor([-1.0, 0.0], dtype=dtype)
+        X[1] += torch.tensor([1.0, 0.0], dtype=dtype)
+    elif name == "A2":
+        n, T = 2, 5
+        v = _unit(torch.randn(2, generator=g, dtype=dtype))
+        X = 0.5 * torch.randn(n, T, 2, generator=g, dtype=dtype)
+        X[0, 0] = torch.tensor([1.0, 0.5], dtype=dtype)
+        X[1, 0] = torch.tensor([1.0, -0.5], dtype=dtype)
+        X[:, 1:] += torch.tensor([-1.0, 0.0], dtype=dtype)
+    else:
+        raise ValueError(f"unknown figure {name!r}; choose 'A1' or 'A2'")
+    Z = _unit(torch.randn(n, 2, generator=g, dtype=dtype))
+    return Problem(X, torch.ones(n, dtype=dtype), Z, v)

@@ -1,0 +1,217 @@
+"""One-layer softmax attention with the W, (K, Q) and p parameterizations (paper A section 2,
+paper B section 2; THEORY.md section 1).
+
+For one example, the logits are ``a_t = x_t^T W z`` and the output is ``r = X^T S(a)``; the prediction
+is ``f(X) = h(r)``. Every parameter carries optional leading *trials* dimensions: a ``W`` of shape
+``(B, d, d)`` trains ``B`` independent models, one per instance of a batched :class:`Problem`.
+
+Numerics (THEORY.md section 5, pitfall 2): the output is computed re-centred on the top token,
+``r = x_a + sum_t s_t (x_t - x_a)`` with ``a = argmax_t a_t`` (index detached). The value is the same,
+but the backward pass no longer subtracts two numbers equal to 1 - 1e-20, so gradients stay accurate
+(relative precision) when the softmax saturates.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from .data import Problem
+from .utils import DEFAULT_DTYPE, as_tensor, get_device
+
+
+class Attention:
+    """Base class: a list of trainable tensors and the logits they produce."""
+
+    params: list[torch.Tensor]
+    names: list[str]
+    core_dims: list[int]          # trailing dimensions of each parameter that are not trials
+
+    def logits(self, problem: Problem) -> torch.Tensor:
+        """Attention logits ``a_it``, shape ``(*B, n, T)``."""
+        raise NotImplementedError
+
+    def combined(self) -> torch.Tensor:
+        """The quantity the theory is about: ``W`` (or ``K Q^T``, or ``p``), detached."""
+        raise NotImplementedError
+
+    def probabilities(self, problem: Problem) -> torch.Tensor:
+        """Softmax probabilities ``S(X W z)``, shape ``(*B, n, T)``."""
+        with torch.no_grad():
+            return torch.softmax(self.logits(problem), dim=-1)
+
+    def _own(self, tensors: dict[str, torch.Tensor], core_dims: int) -> None:
+        self.names = list(tensors)
+        self.params = [t.detach().clone().requires_grad_(True) for t in tensors.values()]
+        self.core_dims = [core_dims] * len(self.params)
+
+
+class WAttention(Attention):
+    """Combined key-query matrix ``W`` of shape ``(*B, d, d)``: logits ``x_t^T W z``."""
+
+    def __init__(self, W: torch.Tensor) -> None:
+        W = as_tensor(W, "W")
+        if W.ndim < 2 or W.shape[-1] != W.shape[-2]:
+            raise ValueError(f"W must have shape (..., d, d), got {tuple(W.shape)}")
+        self._own({"W": W}, core_dims=2)
+
+    @classmethod
+    def zeros(cls, d: int, trials: int | None = None, dtype: torch.dtype = DEFAULT_DTYPE,
+              device: str | torch.device = "cpu") -> "WAttention":
+        lead = () if trials is None else (trials,)
+        return cls(torch.zeros(*lead, d, d, dtype=dtype, device=get_device(device)))
+
+    @property
+    def W(self) -> torch.Tensor:
+        return self.params[0]
+
+    def logits(self, problem: Problem) -> torch.Tensor:
+        _check_dim(problem, self.W.shape[-1])
+        Wz = torch.einsum("...de,...ne->...nd", self.W, problem.Z)
+        return torch.einsum("...ntd,...nd->...nt", problem.X, Wz)
+
+    def combined(self) -> torch.Tensor:
+        return self.W.detach()
+
+
+class KQAttention(Attention):
+    """Factored attention ``W = K Q^T`` with ``K, Q`` of shape ``(*B, d, m)``: logits ``(K^T x_t)^T (Q^T z)``."""
+
+    def __init__(self, K: torch.Tensor, Q: torch.Tensor) -> None:
+        K, Q = as_tensor(K, "K"), as_tensor(Q, "Q", dtype=None)
+        if K.shape != Q.shape or K.ndim < 2:
+            raise ValueError(f"K and Q must both have shape (..., d, m), got {tuple(K.shape)} "
+                             f"and {tuple(Q.shape)}")
+        self._own({"K": K, "Q": Q.to(K)}, core_dims=2)
+
+    @classmethod
+    def init(cls, d: int, m: int | None = None, trials: int | None = None, scale: float = 0.1,
+             generator: torch.Generator | None = None, dtype: torch.dtype = DEFAULT_DTYPE,
+             device: str | torch.device = "cpu") -> "KQAttention":
+        """The protocol of paper A's experiments: ``Q(0) = 0``, ``K(0) = scale * N(0, 1)``; ``m = d`` by default."""
+        lead = () if trials is None else (trials,)
+        m = d if m is None else m
+        K = scale * torch.randn(*lead, d, m, generator=generator, dtype=dtype)
+        dev = get_device(device)
+        return cls(K.to(dev), torch.zeros_like(K, device=dev))
+
+    @property
+    def K(self) -> torch.Tensor:
+        return self.params[0]
+
+    @property
+    def Q(self) -> torch.Tensor:
+        return self.params[1]
+
+    def logits(self, problem: Problem) -> torch.Tensor:
+        _check_dim(problem, self.K.shape[-2])
+        keys = torch.einsum("...ntd,...dm->...ntm", problem.X, self.K)
+        query = torch.einsum("...nd,...dm->...nm", problem.Z, self.Q)
+        return torch.einsum("...ntm,...nm->...nt", keys, query)
+
+    def combined(self) -> torch.Tensor:
+        return (self.K @ self.Q.transpose(-1, -2)).detach()
+
+
+class PromptAttention(Attention):
+    """Paper B's prompt (query) vector ``p`` of shape ``(*B, d)``: logits ``x_t^T W_key p``.
+
+    The queries ``Z`` of the problem are ignored; ``W_key`` is fixed (identity by default), so the
+    keys are ``k_t = W_key^T x_t`` and ``p`` plays the role of ``W z`` in the W-parameterization.
+    """
+
+    def __init__(self, p: torch.Tensor, key_matrix: torch.Tensor | None = None) -> None:
+        p = as_tensor(p, "p")
+        self.key_matrix = None if key_matrix is None else as_tensor(key_matrix, "key_matrix").to(p)
+        self._own({"p": p}, core_dims=1)
+
+    @property
+    def p(self) -> torch.Tensor:
+        return self.params[0]
+
+    def logits(self, problem: Problem) -> torch.Tensor:
+        _check_dim(problem, self.p.shape[-1] if self.key_matrix is None else self.key_matrix.shape[-2])
+        keys = problem.X if self.key_matrix is None else problem.X @ self.key_matrix
+        return torch.einsum("...ntd,...d->...nt", keys, self.p)
+
+    def combined(self) -> torch.Tensor:
+        return self.p.detach()
+
+
+def attention_output(X: torch.Tensor, logits: torch.Tensor, stable: bool = True) -> torch.Tensor:
+    """``r_i = X_i^T S(a_i)``, shape ``(*B, n, d)``; re-centred on the top token when ``stable``.
+
+    ``stable=False`` is the textbook formula, kept to show what it does once the softmax saturates.
+    """
+    if not stable:
+        return torch.einsum("...nt,...ntd->...nd", torch.softmax(logits, dim=-1), X)
+    top = logits.detach().argmax(dim=-1, keepdim=True)
+    x_top = torch.take_along_dim(X, top.unsqueeze(-1), dim=-2)      # (*B, n, 1, d)
+    probs = torch.softmax(logits, dim=-1)
+    return x_top.squeeze(-2) + torch.einsum("...nt,...ntd->...nd", probs, X - x_top)
+
+
+class LinearHead:
+    """``h(r) = v^T r``; ``v`` comes from the problem unless given (then trainable, paper B)."""
+
+    def __init__(self, v: torch.Tensor | None = None) -> None:
+        self.params = [] if v is None else [as_tensor(v, "v").detach().clone().requires_grad_(True)]
+        self.names = [] if v is None else ["v"]
+        self.core_dims = [1] * len(self.params)
+
+    def __call__(self, r: torch.Tensor, problem: Problem) -> torch.Tensor:
+        v = self.params[0] if self.params else problem.v
+        return torch.einsum("...nd,...d->...n", r, v.expand(*r.shape[:-2], r.shape[-1]))
+
+
+class MLPHead:
+    """Nonlinear head ``h(r) = sum_j a_j ReLU(V_j^T r)`` with fixed ``V (*B, d, k)`` and ``a (k,)``."""
+
+    def __init__(self, V: torch.Tensor, a: torch.Tensor | None = None) -> None:
+        self.V = as_tensor(V, "V")
+        self.a = torch.ones(self.V.shape[-1], dtype=self.V.dtype) if a is None else as_tensor(a, "a")
+        self.params: list[torch.Tensor] = []
+        self.names: list[str] = []
+        self.core_dims: list[int] = []
+
+    def __call__(self, r: torch.Tensor, problem: Problem) -> torch.Tensor:
+        hidden = torch.relu(torch.einsum("...nd,...dk->...nk", r, self.V.to(r)))
+        return hidden @ self.a.to(r)
+
+
+LOSSES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "logistic": lambda u: torch.nn.functional.softplus(-u),    # log(1 + exp(-u)), stable
+    "exponential": lambda u: torch.exp(-u),
+    "linear": lambda u: -u,
+}
+
+
+Head = LinearHead | MLPHead
+
+
+def predict(attention: Attention, problem: Problem, head: Head | None = None,
+            stable: bool = True) -> torch.Tensor:
+    """Model outputs ``f(X_i) = h(X_i^T S(X_i W z_i))``, shape ``(*B, n)``."""
+    head = head or LinearHead()
+    return head(attention_output(problem.X, attention.logits(problem), stable), problem)
+
+
+def empirical_risk(attention: Attention, problem: Problem, head: Head | None = None,
+                   loss: str = "logistic", stable: bool = True) -> torch.Tensor:
+    """``L = (1/n) sum_i loss(Y_i f(X_i))`` per trial, shape ``(*B,)`` (paper A eq. (ERM))."""
+    return risk_from_logits(attention.logits(problem), problem, head, loss, stable)
+
+
+def risk_from_logits(logits: torch.Tensor, problem: Problem, head: Head | None = None,
+                     loss: str = "logistic", stable: bool = True) -> torch.Tensor:
+    """The empirical risk given precomputed attention logits ``(*B, n, T)``."""
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; choose one of {sorted(LOSSES)}")
+    outputs = (head or LinearHead())(attention_output(problem.X, logits, stable), problem)
+    return LOSSES[loss](problem.Y * outputs).mean(dim=-1)
+
+
+def _check_dim(problem: Problem, d: int) -> None:
+    if problem.d != d:
+        raise ValueError(f"the attention parameters act on dimension {d}, the tokens have d={problem.d}")

@@ -1,0 +1,122 @@
+"""The regularization path (paper A Theorems 1-2, paper B Theorem 1; THEORY.md section 3).
+
+``W_R = argmin_{||W||_F <= R} L(W)`` for the W (and p) parameterization, and
+``(K_R, Q_R) = argmin_{||K||_F^2 + ||Q||_F^2 <= 2R} L(K, Q)`` for the factored one, computed for a
+grid of radii, warm-started from one radius to the next and batched over trials.
+
+Each constrained problem is solved by projected *normalized* gradient steps with a per-trial step
+length that grows by 1.2 while consecutive moves agree and halves when they reverse. Normalizing
+matters: at large R the loss gradient is exponentially small but, computed re-centred, accurate,
+and its direction is what the projection needs. An optional cone ``corr(W, D) >= 1 - mu`` restricts
+the path to a neighbourhood of a direction ``D`` (the *local* regularization path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .data import Problem
+from .metrics import corr
+from .models import Attention, Head, KQAttention, empirical_risk
+
+
+@dataclass
+class PathResult:
+    """The path: ``iterates[k]`` is the combined parameter (``W_R`` or ``K_R Q_R^T``) at ``radii[k]``.
+
+    ``step`` is the final step length of the solver relative to the ball radius (a convergence
+    diagnostic: small means the projected iteration stopped moving).
+    """
+
+    radii: torch.Tensor
+    iterates: torch.Tensor
+    loss: torch.Tensor
+    step: torch.Tensor
+
+
+def _ball_radius(attention: Attention, R: float) -> float:
+    """Radius of the Euclidean ball in parameter space: R, or sqrt(2R) for (K, Q)."""
+    return (2 * R) ** 0.5 if isinstance(attention, KQAttention) else R
+
+
+def _joint_norm(tensors: list[torch.Tensor], core: list[int]) -> torch.Tensor:
+    squares = [t.flatten(t.ndim - k).pow(2).sum(-1) for t, k in zip(tensors, core)]
+    return torch.stack(squares).sum(0).sqrt()
+
+
+def _expand(per_trial: torch.Tensor, k: int) -> torch.Tensor:
+    return per_trial.reshape(*per_trial.shape, *([1] * k))
+
+
+def _project_cone(W: torch.Tensor, direction: torch.Tensor, cos_min: float, k: int) -> torch.Tensor:
+    """Rotate ``W`` (norm kept) towards ``direction`` until ``corr(W, direction) >= cos_min``."""
+    batch = W.ndim - k
+    unit_d = direction / _expand(direction.flatten(direction.ndim - k).norm(dim=-1), k)
+    unit_d = unit_d.expand_as(W)
+    norm = W.flatten(batch).norm(dim=-1)
+    c = corr(W, unit_d, batch)
+    perp = W - _expand((W * unit_d).flatten(batch).sum(-1), k) * unit_d
+    perp = perp / _expand(perp.flatten(batch).norm(dim=-1).clamp_min(1e-300), k)
+    sin_min = (1 - cos_min ** 2) ** 0.5
+    rotated = _expand(norm, k) * (cos_min * unit_d + sin_min * perp)
+    return torch.where(_expand(c < cos_min, k), rotated, W)
+
+
+def regularization_path(attention: Attention, problem: Problem, radii, *, steps: int = 300,
+                        head: Head | None = None, loss: str = "logistic",
+                        cone: tuple[torch.Tensor, float] | None = None,
+                        initial_step: float = 0.05) -> PathResult:
+    """Minimize the loss over growing norm balls; ``attention`` gives the start and is updated.
+
+    Args:
+        attention: ``WAttention``/``PromptAttention`` (ball ``||W||_F <= R``) or ``KQAttention``
+            (ball ``||K||^2 + ||Q||^2 <= 2R``); its current value warm-starts the first radius.
+        radii: increasing radii ``R``.
+        steps: projected steps per radius.
+        cone: ``(D, mu)`` restricts W to ``corr(W, D) >= 1 - mu`` (W/p parameterizations only).
+        initial_step: first step length as a fraction of the ball radius.
+    """
+    radii = torch.as_tensor(radii, dtype=torch.float64)
+    if radii.ndim != 1 or len(radii) == 0 or bool((radii <= 0).any()) or bool((radii.diff() < 0).any()):
+        raise ValueError("radii must be a non-empty increasing sequence of positive numbers")
+    if cone is not None and isinstance(attention, KQAttention):
+        raise ValueError("the cone constraint is defined for the W and p parameterizations")
+    params, core = attention.params, attention.core_dims
+    out: dict[str, list[torch.Tensor]] = {"W": [], "loss": [], "step": []}
+    for R in radii.tolist():
+        rho = _ball_radius(attention, R)
+        with torch.no_grad():                     # warm start: rescale onto the new sphere
+            norm = _joint_norm(params, core)
+            if bool((norm == 0).any()):
+                raise ValueError("the path needs a nonzero starting point (e.g. a small random W)")
+            for p, k in zip(params, core):
+                p *= _expand(rho / norm, k)
+        step = torch.full_like(norm, initial_step * rho)
+        previous = [torch.zeros_like(p) for p in params]
+        for _ in range(steps):
+            grads = torch.autograd.grad(empirical_risk(attention, problem, head, loss).sum(), params)
+            with torch.no_grad():
+                gnorm = _joint_norm(list(grads), core).clamp_min(1e-300)
+                moves = []
+                for p, g, k in zip(params, grads, core):
+                    new = p - _expand(step / gnorm, k) * g
+                    moves.append(new)
+                excess = (_joint_norm(moves, core) / rho).clamp_min(1.0)
+                moves = [m / _expand(excess, k) for m, k in zip(moves, core)]
+                if cone is not None:
+                    moves[0] = _project_cone(moves[0], cone[0].to(moves[0]), 1 - cone[1], core[0])
+                deltas = [m - p for m, p in zip(moves, params)]
+                agree = sum((a * b).flatten(a.ndim - k).sum(-1)
+                            for a, b, k in zip(deltas, previous, core))
+                step = torch.where(agree < 0, step * 0.5, torch.minimum(step * 1.2, 0.5 * rho * torch.ones_like(step)))
+                for p, m in zip(params, moves):
+                    p.copy_(m)
+                previous = deltas
+        with torch.no_grad():
+            out["W"].append(attention.combined().clone())
+            out["loss"].append(empirical_risk(attention, problem, head, loss))
+            out["step"].append(step / rho)
+    return PathResult(radii=radii, iterates=torch.stack(out["W"]), loss=torch.stack(out["loss"]),
+                      step=torch.stack(out["step"]))

@@ -1,0 +1,214 @@
+"""The max-margin problems of attention (paper A section 3, paper B section 3; THEORY.md section 2).
+
+``Att-SVM`` (Frobenius) and ``Att-SVM*`` (nuclear norm) for a selection ``alpha``::
+
+    W_mm(alpha) = argmin ||W||   s.t.  (x_{i,alpha_i} - x_it)^T W z_i >= 1   for all i, t != alpha_i
+
+Each constraint is linear in ``W``: ``<W, (x_{i,alpha_i} - x_it) z_i^T> >= 1``, so the problem is a
+hard-margin SVM on outer-product features. The constraints are built as one matrix ``A`` with
+``A vec(W) >= 1`` and solved by cvxpy with the interior-point solver Clarabel (an explicit solver:
+SCS, cvxpy's default for nuclear norms, leaves ~1e-5 residue in the singular values). Compiled
+problems are cached per size, with ``A`` a cvxpy ``Parameter``, so repeated solves skip compilation.
+
+Infeasibility is screened first by a linear program (HiGHS); an infeasible problem raises
+:class:`InfeasibleError` naming the example that blocks it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import cvxpy as cp
+import numpy as np
+import scipy.optimize
+import torch
+
+from .data import Problem
+from .metrics import numerical_rank
+
+
+class InfeasibleError(ValueError):
+    """The max-margin problem has no solution: no W separates the selected tokens."""
+
+
+@dataclass(frozen=True)
+class SVMResult:
+    """Solution of a max-margin problem with its diagnostics.
+
+    Attributes:
+        W: the solution (``(d, d)`` for Att-SVM, ``(d,)`` for the p-SVM), float64.
+        norm: ``"fro"`` or ``"nuc"``.
+        objective: the optimal norm ``||W||``.
+        margins: ``(x_{i,alpha_i} - x_it)^T W z_i``, shape ``(n, T)``, ``+inf`` at ``t = alpha_i``.
+        support: active constraints (margin within ``support_tol`` of 1), shape ``(n, T)``.
+        rank: numerical rank of ``W`` (relative tolerance ``rank_tol``); 1 for vectors.
+    """
+
+    W: torch.Tensor
+    norm: str
+    objective: float
+    margins: torch.Tensor
+    support: torch.Tensor
+    rank: int
+
+    @property
+    def min_margin(self) -> float:
+        return float(self.margins.min())
+
+
+def _numpy(value, name: str) -> np.ndarray:
+    array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    if array.dtype.kind not in "fiub":
+        raise ValueError(f"{name} must be numeric, got dtype {array.dtype}")
+    array = array.astype(np.float64)
+    if not np.isfinite(array).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    return array
+
+
+def _selection(alpha, n: int, T: int) -> np.ndarray:
+    alpha = np.asarray(alpha.detach().cpu() if isinstance(alpha, torch.Tensor) else alpha)
+    if alpha.shape != (n,) or alpha.dtype.kind not in "iu":
+        raise ValueError(f"alpha must be {n} integer token indices (one per example), got "
+                         f"shape {alpha.shape} and dtype {alpha.dtype}")
+    if (alpha < 0).any() or (alpha >= T).any():
+        raise ValueError(f"alpha must hold token indices in [0, {T - 1}], got {alpha.tolist()}")
+    return alpha.astype(np.int64)
+
+
+def token_differences(X: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """``x_{i,alpha_i} - x_it`` for every ``t != alpha_i``, shape ``(n, T - 1, d)``."""
+    n, T, _ = X.shape
+    keep = np.ones((n, T), dtype=bool)
+    keep[np.arange(n), alpha] = False
+    others = X[keep].reshape(n, T - 1, -1)
+    return X[np.arange(n), alpha][:, None, :] - others
+
+
+def _feasible(A: np.ndarray) -> bool:
+    """Is ``{w : A w >= 1}`` non-empty? (LP with zero objective, HiGHS.)"""
+    result = scipy.optimize.linprog(np.zeros(A.shape[1]), A_ub=-A, b_ub=-np.ones(A.shape[0]),
+                                    bounds=(None, None), method="highs")
+    if result.status not in (0, 2):
+        raise RuntimeError(f"feasibility LP failed: {result.message}")
+    return result.status == 0
+
+
+def _blocking_example(blocks: list[np.ndarray], diffs: np.ndarray, Z: np.ndarray) -> str:
+    """Explain infeasibility: the first example that cannot be added to the earlier ones."""
+    for i, block in enumerate(blocks):
+        if not np.any(Z[i]):
+            return f"example {i} has a zero query z_i, so its logits cannot separate any token"
+        same = np.flatnonzero(np.abs(diffs[i]).max(axis=1) == 0)
+        if same.size:
+            return (f"example {i}: its selected token appears twice in the sequence, so no W "
+                    "can give it a larger logit than its copy")
+        if not _feasible(block):
+            return (f"example {i}: its selected token lies in the convex hull of the other tokens "
+                    "of the sequence, so no query direction exposes it")
+        if not _feasible(np.concatenate(blocks[: i + 1])):
+            return (f"example {i} conflicts with examples 0..{i - 1} (the queries are linearly "
+                    "dependent and ask for incompatible directions)")
+    return "the solver reported infeasibility"
+
+
+@lru_cache(maxsize=64)
+def _compiled(rows: int, d: int, norm: str, vector: bool):
+    """A cvxpy problem ``min ||w|| s.t. A vec(w) >= 1`` with ``A`` a Parameter, compiled once per size."""
+    A = cp.Parameter((rows, d if vector else d * d))
+    w = cp.Variable(d) if vector else cp.Variable((d, d))
+    if norm == "fro":
+        objective = cp.sum_squares(w)
+    else:
+        objective = cp.normNuc(w)
+    flat = w if vector else cp.vec(w, order="C")
+    return cp.Problem(cp.Minimize(objective), [A @ flat >= 1]), A, w
+
+
+def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str) -> np.ndarray:
+    problem, A, w = _compiled(features.shape[0], shape[0], norm, len(shape) == 1)
+    scale = np.abs(features).max()
+    A.value = features / scale                      # well-scaled data; rescale the solution
+    problem.solve(solver=cp.CLARABEL)
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or w.value is None:
+        raise InfeasibleError(f"the solver reported {problem.status}")
+    return np.asarray(w.value) / scale
+
+
+def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
+            support_tol: float = 1e-5) -> SVMResult:
+    """Solve Att-SVM (``norm="fro"``) or Att-SVM* (``norm="nuc"``) for the selection ``alpha``.
+
+    Args:
+        X: tokens ``(n, T, d)``; Z: queries ``(n, d)``; alpha: selected token per example ``(n,)``.
+        norm: ``"fro"`` (paper A, Theorem 1: the W path) or ``"nuc"`` (Theorem 2: the (K, Q) path).
+        rank_tol: relative tolerance of the reported numerical rank.
+        support_tol: a constraint with margin below ``1 + support_tol`` is a support token.
+
+    Raises:
+        InfeasibleError: no W satisfies the constraints; the message names the blocking example.
+    """
+    if norm not in ("fro", "nuc"):
+        raise ValueError(f"norm must be 'fro' or 'nuc', got {norm!r}")
+    X, Z = _numpy(X, "X"), _numpy(Z, "Z")
+    if X.ndim != 3 or Z.shape != (X.shape[0], X.shape[2]):
+        raise ValueError(f"X must be (n, T, d) and Z (n, d); got {X.shape} and {Z.shape} "
+                         "(solve batched problems one instance at a time)")
+    n, T, d = X.shape
+    alpha = _selection(alpha, n, T)
+    diffs = token_differences(X, alpha)                                   # (n, T-1, d)
+    features = np.einsum("ntd,ne->ntde", diffs, Z).reshape(n, T - 1, d * d)
+    A = features.reshape(-1, d * d)
+    if not _feasible(A):
+        raise InfeasibleError("Att-SVM is infeasible: "
+                              + _blocking_example(list(features), diffs, Z))
+    W = _solve(A, (d, d), norm)
+    margins = np.full((n, T), np.inf)
+    keep = np.ones((n, T), dtype=bool)
+    keep[np.arange(n), alpha] = False
+    margins[keep] = np.einsum("ntd,de,ne->nt", diffs, W, Z).ravel()
+    objective = np.linalg.norm(W, "fro" if norm == "fro" else "nuc")
+    W_t = torch.from_numpy(W)
+    return SVMResult(W=W_t, norm=norm, objective=float(objective),
+                     margins=torch.from_numpy(margins),
+                     support=torch.from_numpy(margins <= 1 + support_tol),
+                     rank=int(numerical_rank(W_t, rank_tol)))
+
+
+def p_svm(keys, alpha, support_tol: float = 1e-5) -> SVMResult:
+    """Paper B's p-SVM: ``p_mm = argmin ||p|| s.t. p^T (k_{i,alpha_i} - k_it) >= 1`` on keys ``(n, T, d)``.
+
+    With identity key matrix the keys are the tokens; this is Att-SVM with the vector ``W z`` free.
+    """
+    K = _numpy(keys, "keys")
+    if K.ndim != 3:
+        raise ValueError(f"keys must have shape (n, T, d), got {K.shape}")
+    n, T, d = K.shape
+    alpha = _selection(alpha, n, T)
+    diffs = token_differences(K, alpha)
+    A = diffs.reshape(-1, d)
+    if not _feasible(A):
+        ones = np.ones((n, d))
+        raise InfeasibleError("p-SVM is infeasible: " + _blocking_example(list(diffs), diffs, ones))
+    p = _solve(A, (d,), "fro")
+    margins = np.full((n, T), np.inf)
+    keep = np.ones((n, T), dtype=bool)
+    keep[np.arange(n), alpha] = False
+    margins[keep] = (diffs @ p).ravel()
+    return SVMResult(W=torch.from_numpy(p), norm="fro", objective=float(np.linalg.norm(p)),
+                     margins=torch.from_numpy(margins),
+                     support=torch.from_numpy(margins <= 1 + support_tol), rank=1)
+
+
+def is_locally_optimal(problem: Problem, alpha, result: SVMResult) -> torch.Tensor:
+    """Local optimality of ``alpha`` (paper A Def. 2): ``gamma_{i,alpha_i} > gamma_it`` for every
+    support token ``t`` of example ``i``. Returns one boolean per example, shape ``(n,)``.
+    """
+    if problem.batch_shape:
+        raise ValueError("pass one instance (use problem.trial(b) on batched problems)")
+    scores = problem.scores.cpu()
+    alpha = torch.as_tensor(alpha).cpu()
+    selected = scores.gather(-1, alpha.unsqueeze(-1))
+    beaten = (scores < selected) | ~result.support
+    return beaten.all(dim=-1)

@@ -1,0 +1,119 @@
+"""Gradient descent and normalized gradient descent on the attention ERM (paper A sections 4-5,
+paper B section 4; THEORY.md sections 3-5), batched over trials.
+
+Normalized GD takes ``theta <- theta - lr * g / ||g||`` on each parameter block and each trial
+separately (the protocol of the papers' experiments). The two knobs of the authors' code are
+available to reproduce their curves: ``eps`` (normalize by ``||g|| + eps``) and ``ridge`` (add
+``ridge * sum ||theta||^2`` to the loss). Both default to 0: pure normalized GD with exact,
+re-centred gradients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .data import Problem
+from .metrics import corr, max_probability
+from .models import Attention, Head, LinearHead, risk_from_logits
+
+
+class TrainingError(ValueError):
+    """Training produced NaN or inf (step size too large, or data out of range)."""
+
+
+@dataclass
+class History:
+    """What :func:`train` records, one row per logged step (rows ``steps``, then trial dims).
+
+    ``corr`` is the correlation of the combined parameter (``W``, ``K Q^T`` or ``p``) with the
+    reference (NaN without one); ``iterates`` holds the combined parameter when recorded.
+    """
+
+    steps: torch.Tensor
+    loss: torch.Tensor
+    norm: torch.Tensor
+    corr: torch.Tensor
+    max_prob: torch.Tensor
+    iterates: torch.Tensor | None = None
+
+
+def block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0) -> torch.Tensor:
+    """``g / (||g|| + eps)`` with the norm over the last ``core_dims`` dimensions (one per trial).
+
+    A zero gradient (e.g. ``dL/dK`` while ``Q = 0``) gives a zero step instead of 0/0.
+    """
+    norm = grad.flatten(grad.ndim - core_dims).norm(dim=-1)
+    norm = norm.reshape(*norm.shape, *([1] * core_dims)) + eps
+    return torch.where(norm > 0, grad / torch.where(norm > 0, norm, 1.0), torch.zeros_like(grad))
+
+
+def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float = 0.1,
+          method: str = "ngd", *, head: Head | None = None, loss: str = "logistic",
+          reference: torch.Tensor | None = None, log_every: int = 1,
+          record_iterates: bool = False, eps: float = 0.0, ridge: float = 0.0,
+          stable: bool = True,
+          callback: Callable[[int, Attention], None] | None = None) -> History:
+    """Run ``steps`` iterations of GD (``method="gd"``) or normalized GD (``"ngd"``) in place.
+
+    Args:
+        attention: the parameterization (its tensors are updated in place), e.g. ``WAttention``.
+        problem: the training set; its trials dimensions must match the parameters'.
+        head: ``LinearHead()`` (default: the problem's fixed ``v``), a trainable ``LinearHead(v)``
+            (joint training, paper B) or an ``MLPHead``.
+        reference: direction to track (same shape as ``attention.combined()``, or broadcastable).
+        eps, ridge: the authors' safeguards (THEORY.md section 5, pitfalls 2-3); 0 = exact NGD.
+        stable: re-centred softmax output (default) or the textbook formula.
+        callback: called as ``callback(step, attention)`` after each logged step.
+
+    Returns the :class:`History`; raises :class:`TrainingError` on NaN/inf.
+    """
+    if method not in ("gd", "ngd"):
+        raise ValueError(f"method must be 'gd' or 'ngd', got {method!r}")
+    if steps < 0 or log_every < 1 or lr <= 0:
+        raise ValueError("need steps >= 0, log_every >= 1 and lr > 0")
+    head = head or LinearHead()
+    params = attention.params + head.params
+    core = attention.core_dims + head.core_dims
+    batch_dims = attention.params[0].ndim - attention.core_dims[0]
+    rows: dict[str, list[torch.Tensor]] = {k: [] for k in ("loss", "norm", "corr", "max_prob", "W")}
+    logged: list[int] = []
+
+    def log(step: int, risk: torch.Tensor, logits: torch.Tensor) -> None:
+        combined = attention.combined()
+        logged.append(step)
+        rows["loss"].append(risk.detach())
+        rows["norm"].append(combined.flatten(batch_dims).norm(dim=-1))
+        rows["corr"].append(corr(combined, reference, batch_dims) if reference is not None
+                            else torch.full_like(risk.detach(), float("nan")))
+        rows["max_prob"].append(max_probability(torch.softmax(logits.detach(), dim=-1)))
+        if record_iterates:
+            rows["W"].append(combined.clone())
+        if callback is not None:
+            callback(step, attention)
+
+    for step in range(steps + 1):
+        logits = attention.logits(problem)
+        risk = risk_from_logits(logits, problem, head, loss, stable)
+        if not bool(torch.isfinite(risk).all()):
+            raise TrainingError(f"the loss became NaN/inf at step {step}; lower lr or check the data")
+        if step % log_every == 0 or step == steps:
+            log(step, risk, logits)
+        if step == steps:
+            break
+        objective = risk.sum()
+        if ridge:
+            objective = objective + ridge * sum((p ** 2).sum() for p in attention.params)
+        grads = torch.autograd.grad(objective, params)
+        with torch.no_grad():
+            for p, g, k in zip(params, grads, core):
+                p -= lr * (block_normalize(g, k, eps) if method == "ngd" else g)
+                if not bool(torch.isfinite(p).all()):
+                    raise TrainingError(f"a parameter became NaN/inf at step {step}; lower lr")
+
+    return History(steps=torch.tensor(logged), loss=torch.stack(rows["loss"]),
+                   norm=torch.stack(rows["norm"]), corr=torch.stack(rows["corr"]),
+                   max_prob=torch.stack(rows["max_prob"]),
+                   iterates=torch.stack(rows["W"]) if record_iterates else None)

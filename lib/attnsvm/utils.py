@@ -1,0 +1,71 @@
+"""Seeds, devices, dtypes and input validation shared by every module.
+
+Theory experiments run in float64 by default (THEORY.md section 5: float32 saturates the softmax and
+freezes the direction long before the theorems' limits are visible).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+DEFAULT_DTYPE = torch.float64
+
+
+def set_seed(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and PyTorch, and return a CPU ``torch.Generator`` seeded with ``seed``.
+
+    One seed per experiment: pass the returned generator to the data generators so that a notebook
+    run twice prints the same numbers.
+    """
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    random.seed(int(seed))
+    np.random.seed(int(seed) % 2**32)
+    torch.manual_seed(int(seed))
+    return torch.Generator().manual_seed(int(seed))
+
+
+def get_device(device: str | torch.device = "auto") -> torch.device:
+    """Resolve ``"auto"`` to CUDA when a GPU is present, else CPU; pass anything else through."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def as_tensor(value: Any, name: str, dtype: torch.dtype | None = None,
+              device: str | torch.device | None = None) -> torch.Tensor:
+    """Convert ``value`` to a floating tensor (float64 unless told) and reject NaN/inf values."""
+    tensor = torch.as_tensor(value)
+    if not (tensor.is_floating_point() or tensor.dtype in (torch.int32, torch.int64, torch.bool)):
+        raise ValueError(f"{name} must be numeric, got dtype {tensor.dtype}")
+    tensor = tensor.to(dtype=dtype or (tensor.dtype if tensor.is_floating_point() else DEFAULT_DTYPE))
+    if device is not None:
+        tensor = tensor.to(get_device(device))
+    check_finite(tensor, name)
+    return tensor
+
+
+def check_finite(tensor: torch.Tensor, name: str) -> None:
+    """Raise ``ValueError`` if ``tensor`` holds NaN or inf, saying where the first one is."""
+    bad = ~torch.isfinite(tensor)
+    if bool(bad.any()):
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        raise ValueError(f"{name} contains NaN or inf (first at index {index}); "
+                         "clean the data or lower the step size")
+
+
+def check_shape(tensor: torch.Tensor, name: str, expected: tuple[int | None, ...],
+                meaning: str) -> None:
+    """Check the trailing dimensions of ``tensor`` against ``expected`` (``None`` = any size)."""
+    tail = tuple(tensor.shape[tensor.ndim - len(expected):]) if tensor.ndim >= len(expected) else None
+    ok = tail is not None and all(e is None or e == s for e, s in zip(expected, tail))
+    if not ok:
+        raise ValueError(f"{name} must have shape (..., {meaning}) = (..., "
+                         f"{', '.join('*' if e is None else str(e) for e in expected)}), "
+                         f"got {tuple(tensor.shape)}")
