@@ -26,14 +26,15 @@ from .models import Attention, Head, KQAttention, empirical_risk
 class PathResult:
     """The path: ``iterates[k]`` is the combined parameter (``W_R`` or ``K_R Q_R^T``) at ``radii[k]``.
 
-    ``step`` is the final step length of the solver relative to the ball radius (a convergence
-    diagnostic: small means the projected iteration stopped moving).
+    ``tangential`` is ``sin`` of the angle between the gradient and the radial direction at the
+    last iterate: the first-order optimality residual on the sphere (0 = KKT point of the ball
+    problem with the constraint active; 1 = the iterate is inside the ball).
     """
 
     radii: torch.Tensor
     iterates: torch.Tensor
     loss: torch.Tensor
-    step: torch.Tensor
+    tangential: torch.Tensor
 
 
 def _ball_radius(attention: Attention, R: float) -> float:
@@ -64,6 +65,21 @@ def _project_cone(W: torch.Tensor, direction: torch.Tensor, cos_min: float, k: i
     return torch.where(_expand(c < cos_min, k), rotated, W)
 
 
+def _search_direction(params: list[torch.Tensor], grads: list[torch.Tensor], core: list[int],
+                      rho: float) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Unit search direction per trial: the tangential gradient where the ball constraint binds
+    (on the sphere, loss decreasing outwards), the full gradient elsewhere; plus sin(angle)."""
+    inner = sum((p * g).flatten(p.ndim - k).sum(-1) for p, g, k in zip(params, grads, core))
+    pnorm, gnorm = _joint_norm(params, core), _joint_norm(grads, core).clamp_min(1e-300)
+    binding = (pnorm >= rho * (1 - 1e-9)) & (inner < 0)
+    radial = inner / pnorm.square()
+    tangent = [g - _expand(radial, k) * p for p, g, k in zip(params, grads, core)]
+    tnorm = _joint_norm(tangent, core).clamp_min(1e-300)
+    direction = [torch.where(_expand(binding, k), t / _expand(tnorm, k), g / _expand(gnorm, k))
+                 for t, g, k in zip(tangent, grads, core)]
+    return direction, torch.where(binding, tnorm / gnorm, torch.ones_like(gnorm))
+
+
 def regularization_path(attention: Attention, problem: Problem, radii, *, steps: int = 300,
                         head: Head | None = None, loss: str = "logistic",
                         cone: tuple[torch.Tensor, float] | None = None,
@@ -84,7 +100,7 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
     if cone is not None and isinstance(attention, KQAttention):
         raise ValueError("the cone constraint is defined for the W and p parameterizations")
     params, core = attention.params, attention.core_dims
-    out: dict[str, list[torch.Tensor]] = {"W": [], "loss": [], "step": []}
+    out: dict[str, list[torch.Tensor]] = {"W": [], "loss": [], "tangential": []}
     for R in radii.tolist():
         rho = _ball_radius(attention, R)
         with torch.no_grad():                     # warm start: rescale onto the new sphere
@@ -98,11 +114,8 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
         for _ in range(steps):
             grads = torch.autograd.grad(empirical_risk(attention, problem, head, loss).sum(), params)
             with torch.no_grad():
-                gnorm = _joint_norm(list(grads), core).clamp_min(1e-300)
-                moves = []
-                for p, g, k in zip(params, grads, core):
-                    new = p - _expand(step / gnorm, k) * g
-                    moves.append(new)
+                direction, tangential = _search_direction(params, list(grads), core, rho)
+                moves = [p - _expand(step, k) * g for p, g, k in zip(params, direction, core)]
                 excess = (_joint_norm(moves, core) / rho).clamp_min(1.0)
                 moves = [m / _expand(excess, k) for m, k in zip(moves, core)]
                 if cone is not None:
@@ -110,13 +123,13 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
                 deltas = [m - p for m, p in zip(moves, params)]
                 agree = sum((a * b).flatten(a.ndim - k).sum(-1)
                             for a, b, k in zip(deltas, previous, core))
-                step = torch.where(agree < 0, step * 0.5, torch.minimum(step * 1.2, 0.5 * rho * torch.ones_like(step)))
+                step = torch.where(agree < 0, step * 0.5, torch.clamp(step * 1.2, max=0.5 * rho))
                 for p, m in zip(params, moves):
                     p.copy_(m)
                 previous = deltas
         with torch.no_grad():
             out["W"].append(attention.combined().clone())
             out["loss"].append(empirical_risk(attention, problem, head, loss))
-            out["step"].append(step / rho)
+            out["tangential"].append(tangential)
     return PathResult(radii=radii, iterates=torch.stack(out["W"]), loss=torch.stack(out["loss"]),
-                      step=torch.stack(out["step"]))
+                      tangential=torch.stack(out["tangential"]))
