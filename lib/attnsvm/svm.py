@@ -6,11 +6,11 @@
 
 Each constraint is linear in ``W``: ``<W, (x_{i,alpha_i} - x_it) z_i^T> >= 1``, so the problem is a
 hard-margin SVM on outer-product features. The constraints are built as one matrix ``A`` with
-``A vec(W) >= 1`` and solved by cvxpy with the interior-point solver Clarabel (an explicit solver:
+``A vec(W) >= 1`` and solved by cvxpy with the interior-point solver Clarabel, in the subspace that the data span, (an explicit solver:
 SCS, cvxpy's default for nuclear norms, leaves ~1e-5 residue in the singular values). Compiled
 problems are cached per size, with ``A`` a cvxpy ``Parameter``, so repeated solves skip compilation.
 
-Infeasibility is screened first by a linear program (HiGHS); an infeasible problem raises
+Infeasibility is screened first by an exact least-distance (NNLS) test; an infeasible problem raises
 :class:`InfeasibleError` naming the example that blocks it.
 """
 
@@ -87,12 +87,19 @@ def token_differences(X: np.ndarray, alpha: np.ndarray) -> np.ndarray:
 
 
 def _feasible(A: np.ndarray) -> bool:
-    """Is ``{w : A w >= 1}`` non-empty? (LP with zero objective, HiGHS.)"""
-    result = scipy.optimize.linprog(np.zeros(A.shape[1]), A_ub=-A, b_ub=-np.ones(A.shape[0]),
-                                    bounds=(None, None), method="highs")
-    if result.status not in (0, 2):
-        raise RuntimeError(f"feasibility LP failed: {result.message}")
-    return result.status == 0
+    """Is ``{w : A w >= 1}`` non-empty?
+
+    Least-distance programming by NNLS (Lawson and Hanson, *Solving Least Squares Problems*,
+    ch. 23): with ``E = [A^T; 1^T]`` and ``f = e_last``, the NNLS residual ``min_{u >= 0} ||E u - f||``
+    is 0 exactly when the system is infeasible, and ``1 / sqrt(1 + ||w_min||^2)`` otherwise. An exact
+    active-set method, ~20x faster than a linear program at these sizes.
+    """
+    scaled = A / np.abs(A).max() if np.any(A) else A
+    E = np.vstack([scaled.T, np.ones((1, A.shape[0]))])
+    f = np.zeros(E.shape[0])
+    f[-1] = 1.0
+    _, residual = scipy.optimize.nnls(E, f)
+    return residual > 1e-9
 
 
 def _blocking_example(blocks: list[np.ndarray], diffs: np.ndarray, Z: np.ndarray) -> str:
@@ -113,31 +120,35 @@ def _blocking_example(blocks: list[np.ndarray], diffs: np.ndarray, Z: np.ndarray
     return "the solver reported infeasibility"
 
 
-@lru_cache(maxsize=64)
-def _compiled(rows: int, d: int, norm: str, vector: bool):
+@lru_cache(maxsize=128)
+def _compiled(rows: int, shape: tuple[int, ...], norm: str):
     """A cvxpy problem ``min ||w|| s.t. A vec(w) >= 1`` with ``A`` a Parameter, compiled once per size."""
-    A = cp.Parameter((rows, d if vector else d * d))
-    w = cp.Variable(d) if vector else cp.Variable((d, d))
-    if norm == "fro":
-        objective = cp.sum_squares(w)
-    else:
-        objective = cp.normNuc(w)
-    flat = w if vector else cp.vec(w, order="C")
+    A = cp.Parameter((rows, int(np.prod(shape))))
+    w = cp.Variable(shape)
+    objective = cp.sum_squares(w) if norm == "fro" else cp.normNuc(w)
+    flat = w if len(shape) == 1 else cp.vec(w, order="C")
     return cp.Problem(cp.Minimize(objective), [A @ flat >= 1]), A, w
 
 
-def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str) -> np.ndarray:
-    problem, A, w = _compiled(features.shape[0], shape[0], norm, len(shape) == 1)
+def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str) -> np.ndarray:
+    problem, A, w = _compiled(features.shape[0], shape, norm)
     scale = np.abs(features).max()
     A.value = features / scale                      # well-scaled data; rescale the solution
-    problem.solve(solver=cp.CLARABEL)
+    options = {"direct_solve_method": "faer", "max_threads": 1} if solver == "CLARABEL" else {}
+    problem.solve(solver=solver, **options)
     if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or w.value is None:
         raise InfeasibleError(f"the solver reported {problem.status}")
     return np.asarray(w.value) / scale
 
 
+def _basis(vectors: np.ndarray) -> np.ndarray:
+    """Orthonormal basis (columns) of the span of the rows of ``vectors``."""
+    _, sigma, vt = np.linalg.svd(vectors, full_matrices=False)
+    return vt[sigma > sigma[0] * 1e-12].T if sigma.size and sigma[0] > 0 else vt[:0].T
+
+
 def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
-            support_tol: float = 1e-5) -> SVMResult:
+            support_tol: float = 1e-5, solver: str = "CLARABEL") -> SVMResult:
     """Solve Att-SVM (``norm="fro"``) or Att-SVM* (``norm="nuc"``) for the selection ``alpha``.
 
     Args:
@@ -145,6 +156,8 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
         norm: ``"fro"`` (paper A, Theorem 1: the W path) or ``"nuc"`` (Theorem 2: the (K, Q) path).
         rank_tol: relative tolerance of the reported numerical rank.
         support_tol: a constraint with margin below ``1 + support_tol`` is a support token.
+        solver: a cvxpy solver name; the interior-point ``"CLARABEL"`` unless you want to see what
+            a first-order solver (``"SCS"``) leaves in the singular values.
 
     Raises:
         InfeasibleError: no W satisfies the constraints; the message names the blocking example.
@@ -158,12 +171,16 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
     n, T, d = X.shape
     alpha = _selection(alpha, n, T)
     diffs = token_differences(X, alpha)                                   # (n, T-1, d)
-    features = np.einsum("ntd,ne->ntde", diffs, Z).reshape(n, T - 1, d * d)
-    A = features.reshape(-1, d * d)
-    if not _feasible(A):
+    # Both norms are unitarily invariant, so projecting W onto span(differences) x span(queries)
+    # keeps every constraint and never increases the norm: solve for the small core M only.
+    left, right = _basis(diffs.reshape(-1, d)), _basis(Z)
+    reduced = np.einsum("ntd,du,ne,ev->ntuv", diffs, left, Z, right).reshape(n * (T - 1), -1)
+    if reduced.shape[1] == 0 or not _feasible(reduced):
+        features = np.einsum("ntd,ne->ntde", diffs, Z).reshape(n, T - 1, d * d)
         raise InfeasibleError("Att-SVM is infeasible: "
                               + _blocking_example(list(features), diffs, Z))
-    W = _solve(A, (d, d), norm)
+    core = _solve(reduced, (left.shape[1], right.shape[1]), norm, solver)
+    W = left @ core @ right.T
     margins = np.full((n, T), np.inf)
     keep = np.ones((n, T), dtype=bool)
     keep[np.arange(n), alpha] = False
@@ -191,7 +208,7 @@ def p_svm(keys, alpha, support_tol: float = 1e-5) -> SVMResult:
     if not _feasible(A):
         ones = np.ones((n, d))
         raise InfeasibleError("p-SVM is infeasible: " + _blocking_example(list(diffs), diffs, ones))
-    p = _solve(A, (d,), "fro")
+    p = _solve(A, (d,), "fro", "CLARABEL")
     margins = np.full((n, T), np.inf)
     keep = np.ones((n, T), dtype=bool)
     keep[np.arange(n), alpha] = False
