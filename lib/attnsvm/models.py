@@ -68,8 +68,8 @@ class WAttention(Attention):
 
     def logits(self, problem: Problem) -> torch.Tensor:
         _check_dim(problem, self.W.shape[-1])
-        Wz = torch.einsum("...de,...ne->...nd", self.W, problem.Z)
-        return torch.einsum("...ntd,...nd->...nt", problem.X, Wz)
+        Wz = problem.Z @ self.W.transpose(-1, -2)                        # (W z_i)^T, (*B, n, d)
+        return (problem.X @ Wz.unsqueeze(-1)).squeeze(-1)
 
     def combined(self) -> torch.Tensor:
         return self.W.detach()
@@ -106,9 +106,8 @@ class KQAttention(Attention):
 
     def logits(self, problem: Problem) -> torch.Tensor:
         _check_dim(problem, self.K.shape[-2])
-        keys = torch.einsum("...ntd,...dm->...ntm", problem.X, self.K)
-        query = torch.einsum("...nd,...dm->...nm", problem.Z, self.Q)
-        return torch.einsum("...ntm,...nm->...nt", keys, query)
+        Wz = (problem.Z @ self.Q) @ self.K.transpose(-1, -2)             # (K Q^T z_i)^T
+        return (problem.X @ Wz.unsqueeze(-1)).squeeze(-1)
 
     def combined(self) -> torch.Tensor:
         return (self.K @ self.Q.transpose(-1, -2)).detach()

@@ -19,6 +19,7 @@ import torch
 
 from .data import Problem
 from .metrics import corr
+from .gradients import risk_and_gradients, supports
 from .models import Attention, Head, KQAttention, empirical_risk
 
 
@@ -100,6 +101,8 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
     if cone is not None and isinstance(attention, KQAttention):
         raise ValueError("the cone constraint is defined for the W and p parameterizations")
     params, core = attention.params, attention.core_dims
+    closed_form = head is None and supports(attention)
+    values = problem.scores * problem.Y.unsqueeze(-1)
     out: dict[str, list[torch.Tensor]] = {"W": [], "loss": [], "tangential": []}
     for R in radii.tolist():
         rho = _ball_radius(attention, R)
@@ -112,7 +115,11 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
         step = torch.full_like(norm, initial_step * rho)
         previous = [torch.zeros_like(p) for p in params]
         for _ in range(steps):
-            grads = torch.autograd.grad(empirical_risk(attention, problem, head, loss).sum(), params)
+            if closed_form:
+                grads = risk_and_gradients(attention, problem, loss, values)[2]
+            else:
+                grads = torch.autograd.grad(empirical_risk(attention, problem, head, loss).sum(),
+                                            params)
             with torch.no_grad():
                 direction, tangential = _search_direction(params, list(grads), core, rho)
                 moves = [p - _expand(step, k) * g for p, g, k in zip(params, direction, core)]

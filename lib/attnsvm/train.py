@@ -16,6 +16,7 @@ from typing import Callable
 import torch
 
 from .data import Problem
+from .gradients import risk_and_gradients, supports
 from .metrics import corr, max_probability
 from .models import Attention, Head, LinearHead, risk_from_logits
 
@@ -81,37 +82,41 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     rows: dict[str, list[torch.Tensor]] = {k: [] for k in ("loss", "norm", "corr", "max_prob", "W")}
     logged: list[int] = []
 
-    def log(step: int, risk: torch.Tensor, logits: torch.Tensor) -> None:
+    def log(step: int, risk: torch.Tensor, probs: torch.Tensor) -> None:
         combined = attention.combined()
         logged.append(step)
         rows["loss"].append(risk.detach())
         rows["norm"].append(combined.flatten(batch_dims).norm(dim=-1))
         rows["corr"].append(corr(combined, reference, batch_dims) if reference is not None
                             else torch.full_like(risk.detach(), float("nan")))
-        rows["max_prob"].append(max_probability(torch.softmax(logits.detach(), dim=-1)))
+        rows["max_prob"].append(max_probability(probs))
         if record_iterates:
             rows["W"].append(combined.clone())
         if callback is not None:
             callback(step, attention)
 
+    closed_form = stable and not head.params and isinstance(head, LinearHead) and supports(attention)
+    values = problem.scores * problem.Y.unsqueeze(-1) if closed_form else None
     for step in range(steps + 1):
-        logits = attention.logits(problem)
-        risk = risk_from_logits(logits, problem, head, loss, stable)
-        if not bool(torch.isfinite(risk).all()):
+        if closed_form:
+            risk, probs, grads = risk_and_gradients(attention, problem, loss, values)
+        else:
+            logits = attention.logits(problem)
+            risk = risk_from_logits(logits, problem, head, loss, stable)
+            probs = torch.softmax(logits.detach(), dim=-1)
+        if not bool(torch.isfinite(risk).all()):      # a NaN/inf parameter shows up here too
             raise TrainingError(f"the loss became NaN/inf at step {step}; lower lr or check the data")
         if step % log_every == 0 or step == steps:
-            log(step, risk, logits)
+            log(step, risk, probs)
         if step == steps:
             break
-        objective = risk.sum()
-        if ridge:
-            objective = objective + ridge * sum((p ** 2).sum() for p in attention.params)
-        grads = torch.autograd.grad(objective, params)
+        if not closed_form:
+            grads = torch.autograd.grad(risk.sum(), params)
         with torch.no_grad():
             for p, g, k in zip(params, grads, core):
+                if ridge:
+                    g = g + 2 * ridge * p
                 p -= lr * (block_normalize(g, k, eps) if method == "ngd" else g)
-                if not bool(torch.isfinite(p).all()):
-                    raise TrainingError(f"a parameter became NaN/inf at step {step}; lower lr")
 
     return History(steps=torch.tensor(logged), loss=torch.stack(rows["loss"]),
                    norm=torch.stack(rows["norm"]), corr=torch.stack(rows["corr"]),

@@ -1,0 +1,82 @@
+"""Closed-form gradients of the ERM for a fixed linear head (paper A eq. (ERM); THEORY.md section 5).
+
+For one example with logits ``a_t``, probabilities ``s = S(a)``, token values ``c_t = v^T x_t`` and
+top token ``b = argmax_t a_t``, the output is ``f = c_b + sum_t s_t (c_t - c_b)`` and
+
+    df/da_t = s_t ((c_t - c_b) - sum_tau s_tau (c_tau - c_b)),
+
+which is accurate to relative precision however saturated ``s`` is (every term is a product of
+small numbers, never a difference of numbers close to 1). The risk gradient is
+``G_it = loss'(Y_i f_i) Y_i / n * df_i/da_it`` and, with logits ``a_it = x_it^T W z_i``,
+``dL/dW = sum_it G_it x_it z_i^T``; the chain rule gives (K, Q) and p. This path skips autograd's
+bookkeeping, which dominates the cost for these small models; ``train`` uses it whenever the head
+is the problem's fixed ``v``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .data import Problem
+from .models import Attention, KQAttention, PromptAttention, WAttention
+
+LOSS_DERIVATIVES = {
+    "logistic": lambda u: -torch.sigmoid(-u),
+    "exponential": lambda u: -torch.exp(-u),
+    "linear": lambda u: -torch.ones_like(u),
+}
+LOSS_VALUES = {
+    "logistic": lambda u: torch.nn.functional.softplus(-u),
+    "exponential": lambda u: torch.exp(-u),
+    "linear": lambda u: -u,
+}
+
+
+def supports(attention: Attention) -> bool:
+    """Whether a closed-form gradient exists for this parameterization."""
+    return isinstance(attention, (WAttention, KQAttention, PromptAttention))
+
+
+def risk_and_gradients(attention: Attention, problem: Problem, loss: str = "logistic",
+                       values: torch.Tensor | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    """Risk per trial ``(*B,)``, probabilities ``(*B, n, T)`` and the gradients of the summed risk
+    with respect to ``attention.params`` (same shapes), for the linear head ``v`` of the problem.
+    ``values`` = ``v^T x_it`` may be passed precomputed (it does not change during training)."""
+    with torch.no_grad():
+        X, Z = problem.X, problem.Z
+        logits = attention.logits(problem)
+        if values is None:
+            values = problem.scores * problem.Y.unsqueeze(-1)          # c_it = v^T x_it
+        top = logits.argmax(dim=-1, keepdim=True)
+        centred = values - torch.take_along_dim(values, top, dim=-1)   # c_t - c_b
+        probs = torch.softmax(logits, dim=-1)
+        mix = (probs * centred).sum(-1, keepdim=True)
+        margins = problem.Y * (values.gather(-1, top).squeeze(-1) + mix.squeeze(-1))
+        risk = LOSS_VALUES[loss](margins).mean(-1)
+        outer = LOSS_DERIVATIVES[loss](margins) * problem.Y / problem.n        # dL/df_i
+        G = outer.unsqueeze(-1) * probs * (centred - mix)                    # dL/da_it
+        GX = (G.unsqueeze(-1) * X).sum(-2)                                   # sum_t G_it x_it, (*B, n, d)
+        if isinstance(attention, WAttention):
+            grads = [_reduce(GX.transpose(-1, -2) @ Z, attention.W)]
+        elif isinstance(attention, KQAttention):
+            K, Q = attention.K, attention.Q
+            query = Z @ Q                                                   # Q^T z_i, (*B, n, m)
+            grads = [_reduce(GX.transpose(-1, -2) @ query, K),
+                     _reduce(Z.transpose(-1, -2) @ (GX @ K), Q)]
+        else:
+            keys_grad = GX.sum(-2)
+            if attention.key_matrix is not None:
+                keys_grad = keys_grad @ attention.key_matrix
+            grads = [_reduce(keys_grad, attention.p)]
+    return risk, probs, grads
+
+
+def _reduce(grad: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+    """Sum the gradient over trial dimensions the parameter does not have (shared parameters)."""
+    while grad.ndim > param.ndim:
+        grad = grad.sum(0)
+    for dim, (g, p) in enumerate(zip(grad.shape, param.shape)):
+        if p == 1 and g != 1:
+            grad = grad.sum(dim, keepdim=True)
+    return grad
