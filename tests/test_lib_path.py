@@ -105,8 +105,6 @@ def test_path_bad_input(a1):
         A.regularization_path(A.KQAttention.init(2), problem, [1.0], cone=(fro.W, 0.1))
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: regularization_path's closed-form gradient "
-                   "path skips the loss-name check; an unknown loss raises KeyError")
 def test_path_unknown_loss_is_value_error(a1):
     problem, _, _ = a1
     with pytest.raises(ValueError, match="unknown loss"):

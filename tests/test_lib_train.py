@@ -302,16 +302,12 @@ def test_train_bad_arguments():
         A.train(A.WAttention.zeros(5, trials=2), problem, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: train() with the closed-form gradient path "
-                   "skips the loss-name check; an unknown loss raises KeyError, not ValueError")
 def test_train_unknown_loss_is_value_error():
     problem = A.random_problem(4, 5, 6, trials=2, generator=A.set_seed(35))
     with pytest.raises(ValueError, match="unknown loss 'hinge'"):
         A.train(A.WAttention.zeros(6, trials=2), problem, 2, loss="hinge")
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: train() does not check that the parameters' "
-                   "trials dimensions match the problem's; torch raises a RuntimeError")
 def test_train_mismatched_trial_dims_is_value_error():
     problem = A.random_problem(4, 5, 6, trials=5, generator=A.set_seed(36))
     with pytest.raises(ValueError, match="trials"):

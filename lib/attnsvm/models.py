@@ -202,11 +202,27 @@ def empirical_risk(attention: Attention, problem: Problem, head: Head | None = N
     return risk_from_logits(attention.logits(problem), problem, head, loss, stable)
 
 
+def check_loss(loss: str) -> None:
+    """Raise ``ValueError`` unless ``loss`` names one of :data:`LOSSES`."""
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; choose one of {sorted(LOSSES)}")
+
+
+def check_trials(attention: Attention, problem: Problem) -> None:
+    """Raise ``ValueError`` unless the parameters' trials dimensions broadcast with the problem's."""
+    for p, k in zip(attention.params, attention.core_dims):
+        lead = tuple(p.shape[: p.ndim - k])
+        try:
+            torch.broadcast_shapes(lead, problem.batch_shape)
+        except RuntimeError:
+            raise ValueError(f"the parameters have trials shape {lead} and the problem "
+                             f"{problem.batch_shape}: they must match (or one must be empty)") from None
+
+
 def risk_from_logits(logits: torch.Tensor, problem: Problem, head: Head | None = None,
                      loss: str = "logistic", stable: bool = True) -> torch.Tensor:
     """The empirical risk given precomputed attention logits ``(*B, n, T)``."""
-    if loss not in LOSSES:
-        raise ValueError(f"unknown loss {loss!r}; choose one of {sorted(LOSSES)}")
+    check_loss(loss)
     outputs = (head or LinearHead())(attention_output(problem.X, logits, stable), problem)
     return LOSSES[loss](problem.Y * outputs).mean(dim=-1)
 

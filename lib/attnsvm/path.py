@@ -20,7 +20,7 @@ import torch
 from .data import Problem
 from .metrics import corr
 from .gradients import risk_and_gradients, supports
-from .models import Attention, Head, KQAttention, empirical_risk
+from .models import Attention, Head, KQAttention, check_loss, check_trials, empirical_risk
 
 
 @dataclass
@@ -100,6 +100,8 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
         raise ValueError("radii must be a non-empty increasing sequence of positive numbers")
     if cone is not None and isinstance(attention, KQAttention):
         raise ValueError("the cone constraint is defined for the W and p parameterizations")
+    check_loss(loss)
+    check_trials(attention, problem)
     params, core = attention.params, attention.core_dims
     closed_form = head is None and supports(attention)
     values = problem.scores * problem.Y.unsqueeze(-1)

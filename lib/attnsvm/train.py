@@ -18,7 +18,7 @@ import torch
 from .data import Problem
 from .gradients import risk_and_gradients, supports
 from .metrics import corr, max_probability
-from .models import Attention, Head, LinearHead, risk_from_logits
+from .models import Attention, Head, LinearHead, check_loss, check_trials, risk_from_logits
 
 
 class TrainingError(ValueError):
@@ -75,6 +75,8 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
         raise ValueError(f"method must be 'gd' or 'ngd', got {method!r}")
     if steps < 0 or log_every < 1 or lr <= 0:
         raise ValueError("need steps >= 0, log_every >= 1 and lr > 0")
+    check_loss(loss)
+    check_trials(attention, problem)
     head = head or LinearHead()
     params = attention.params + head.params
     core = attention.core_dims + head.core_dims
