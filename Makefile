@@ -33,7 +33,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 book: setup
-	MPLBACKEND=Agg $(VENV)/bin/jupyter-book build -W -n --keep-going $(BOOKFLAGS) .
+	$(VENV)/bin/jupyter-book build -W -n --keep-going $(BOOKFLAGS) .
 	$(MAKE) --no-print-directory notebooks
 	@echo "Book: file://$(CURDIR)/_build/html/index.html  (notebooks: $(NB_DIR)/)"
 
