@@ -109,3 +109,13 @@ def test_path_unknown_loss_is_value_error(a1):
     problem, _, _ = a1
     with pytest.raises(ValueError, match="unknown loss"):
         A.regularization_path(A.WAttention(torch.eye(2, dtype=F64)), problem, [1.0], loss="hinge")
+
+
+@pytest.mark.xfail(strict=True, reason="library gap: the cone (D, mu) is not validated; mu > 2 gives "
+                   "a complex sin and a NotImplementedError, a wrongly shaped D a RuntimeError")
+@pytest.mark.parametrize("case", ["mu out of range", "direction shape"])
+def test_path_bad_cone_is_value_error(a1, case):
+    problem, fro, _ = a1
+    cone = (fro.W, 3.0) if case == "mu out of range" else (torch.eye(3, dtype=F64), 0.1)
+    with pytest.raises(ValueError):
+        A.regularization_path(A.WAttention(torch.eye(2, dtype=F64)), problem, [1.0], cone=cone)
