@@ -173,11 +173,18 @@ def main() -> None:
         c = A.corr(textbook, theirs, 1)
         print(f"  {kind}: (a) with the textbook softmax (stable=False) vs (b): 1 - corr max "
               f"{1 - float(c.min()):.2e}, median {1 - float(c.median()):.2e}")
+        if kind == "W":
+            exact = A.WAttention.zeros(problem.d, trials=problem.batch_shape[0])
+            A.train(exact, problem, args.steps, lr=args.lr, log_every=args.steps)   # eps = 0
+        else:
+            exact = A.KQAttention(K0, torch.zeros_like(K0))
+            A.train(exact, problem, args.steps, lr=args.lr, log_every=args.steps)
+        finals = {"a": mine, "a_textbook": textbook, "b": theirs, "a_exact": exact.combined()}
         alpha = A.selected_tokens(A.WAttention(mine).probabilities(problem))
-        gaps, count = svm_gap(problem, {"a": mine, "a_textbook": textbook, "b": theirs}, alpha, norm)
+        gaps, count = svm_gap(problem, finals, alpha, norm)
         print(f"  {kind}: median 1 - corr with the {norm} Att-SVM of the selected tokens ({count} "
               f"feasible runs): (a) {gaps['a']:.2e}, (a, textbook) {gaps['a_textbook']:.2e}, "
-              f"(b) {gaps['b']:.2e}")
+              f"(b) {gaps['b']:.2e}; (a) as exact NGD (eps = 0, no ridge) {gaps['a_exact']:.2e}")
 
     if args.profile:
         profiler = cProfile.Profile()

@@ -20,7 +20,8 @@ def test_corr_basic_values():
     assert float(A.corr(W, -W)) == pytest.approx(-1.0, abs=1e-15)
     assert float(A.corr(torch.eye(2), torch.tensor([[0.0, 1.0], [1.0, 0.0]]))) == 0.0
     # by hand: <(1,0),(1,1)> / (1 * sqrt 2)
-    one, diag = torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor([1.0, 1.0], dtype=torch.float64)
+    one = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    diag = torch.tensor([1.0, 1.0], dtype=torch.float64)
     assert float(A.corr(one, diag)) == pytest.approx(1 / math.sqrt(2), rel=1e-15)
 
 

@@ -48,7 +48,8 @@ def test_logits_by_hand():
     W = torch.tensor([[1.0, 0.0], [3.0, -1.0]], dtype=F64)       # W z = (1, 1)
     assert A.WAttention(W).logits(p).tolist() == [[1.0, 1.0, 2.0]]
     s = torch.softmax(torch.tensor([1.0, 1.0, 2.0], dtype=F64), 0)
-    assert float(A.predict(A.WAttention(W), p).detach()[0]) == pytest.approx(float(s[0] + s[2]), rel=1e-15)
+    out = float(A.predict(A.WAttention(W), p).detach()[0])
+    assert out == pytest.approx(float(s[0] + s[2]), rel=1e-15)
     risk = A.empirical_risk(A.WAttention(W), p)
     assert float(risk.detach()) == pytest.approx(math.log1p(math.exp(-float(s[0] + s[2]))), rel=1e-14)
 

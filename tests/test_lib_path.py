@@ -33,7 +33,8 @@ def test_w_path_converges_to_frobenius_svm(a1):
     assert (path.loss.diff() <= 1e-12).all()
     assert torch.equal(att.combined(), path.iterates[-1])       # the attention is updated in place
     # the loss reported is the loss of the iterate
-    assert torch.allclose(path.loss[-1], A.empirical_risk(A.WAttention(path.iterates[-1]), problem).detach())
+    final = A.empirical_risk(A.WAttention(path.iterates[-1]), problem).detach()
+    assert torch.allclose(path.loss[-1], final)
 
 
 def test_kq_path_converges_to_nuclear_svm(a1):

@@ -123,9 +123,10 @@ def test_hand_nuclear_and_frobenius_differ():
 
     Frobenius: W = [[1, 1], [0, 1]] (norm sqrt 3, rank 2, nuclear norm sqrt 5). Nuclear: tr W >= 2
     bounds ||W||_* >= 2 (dual certificate U = I), attained only by the symmetric PSD
-    W = [[1, 1], [1, 1]] (rank 1). Near it the nuclear norm grows only quadratically,
-    ||W + [[0, a], [b, 0]]||_* = sqrt(4 + (a - b)^2) for a + b <= 0, so a solver accurate to 1e-9 in
-    the objective fixes W only to ~sqrt(1e-9): hence the looser tolerance on the nuclear W entries.
+    W = [[1, 1], [1, 1]] (rank 1). Near it the nuclear norm grows only quadratically:
+    ||W + [[0, a], [b, 0]]||_* = sqrt(4 + (a - b)^2) whenever a + b + ab <= 0, so a solver accurate
+    to 1e-9 in the objective fixes W only to ~sqrt(1e-9): hence the looser tolerance on the
+    nuclear W entries.
     """
     X = tensor([[[1.0, 0.0], [0.0, 0.0], [-1.0, 0.0]],
                 [[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]]])
@@ -333,7 +334,8 @@ def test_infeasible_zero_query_and_p_svm():
     with pytest.raises(A.InfeasibleError, match="example 0 has a zero query"):
         A.att_svm(X, tensor([[0.0, 0.0]]), [0])
     keys = tensor([[[0, 0], [1, 1]], [[1, 1], [1, 1]]])
-    with pytest.raises(A.InfeasibleError, match="p-SVM is infeasible: example 1: its selected token appears twice"):
+    with pytest.raises(A.InfeasibleError,
+                       match="p-SVM is infeasible: example 1: its selected token appears twice"):
         A.p_svm(keys, [1, 1])
 
 
