@@ -208,9 +208,14 @@ def check_loss(loss: str) -> None:
         raise ValueError(f"unknown loss {loss!r}; choose one of {sorted(LOSSES)}")
 
 
-def check_trials(attention: Attention, problem: Problem) -> None:
-    """Raise ``ValueError`` unless the parameters' trials dimensions broadcast with the problem's."""
-    for p, k in zip(attention.params, attention.core_dims):
+def check_compatible(attention: Attention, problem: Problem) -> None:
+    """Raise ``ValueError`` unless the parameters match the problem in dtype and device and their
+    trials dimensions broadcast with the problem's."""
+    for name, p, k in zip(attention.names, attention.params, attention.core_dims):
+        if p.dtype != problem.X.dtype or p.device != problem.X.device:
+            raise ValueError(f"parameter {name} is {p.dtype} on {p.device} but the problem is "
+                             f"{problem.X.dtype} on {problem.X.device}; use problem.to(...) or "
+                             "build the parameters with the same dtype/device")
         lead = tuple(p.shape[: p.ndim - k])
         try:
             torch.broadcast_shapes(lead, problem.batch_shape)

@@ -20,7 +20,7 @@ import torch
 from .data import Problem
 from .metrics import corr
 from .gradients import risk_and_gradients, supports
-from .models import Attention, Head, KQAttention, check_loss, check_trials, empirical_risk
+from .models import Attention, Head, KQAttention, check_compatible, check_loss, empirical_risk
 
 
 @dataclass
@@ -29,7 +29,8 @@ class PathResult:
 
     ``tangential`` is ``sin`` of the angle between the gradient and the radial direction at the
     last iterate: the first-order optimality residual on the sphere (0 = KKT point of the ball
-    problem with the constraint active; 1 = the iterate is inside the ball).
+    problem with the constraint active; 1 = the iterate is inside the ball; NaN = the gradient
+    underflowed to exactly 0, logit gaps beyond ~745, where no float64 step can move).
     """
 
     radii: torch.Tensor
@@ -67,23 +68,32 @@ def _project_cone(W: torch.Tensor, direction: torch.Tensor, cos_min: float, k: i
 
 
 def _search_direction(params: list[torch.Tensor], grads: list[torch.Tensor], core: list[int],
-                      rho: float) -> tuple[list[torch.Tensor], torch.Tensor]:
+                      rho: float, sphere: bool) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Unit search direction per trial: the tangential gradient where the ball constraint binds
-    (on the sphere, loss decreasing outwards), the full gradient elsewhere; plus sin(angle)."""
+    (on the sphere, loss decreasing outwards; always when ``sphere``), the full gradient
+    elsewhere; plus sin(angle between gradient and radius). Gradients are first divided by their
+    largest entry: once the softmax saturates they are exact but tiny (1e-200), and squaring them
+    would underflow."""
+    top = torch.stack([g.abs().flatten(g.ndim - k).amax(-1) for g, k in zip(grads, core)]).amax(0)
+    top = torch.where(top > 0, top, torch.ones_like(top))
+    grads = [g / _expand(top, k) for g, k in zip(grads, core)]
     inner = sum((p * g).flatten(p.ndim - k).sum(-1) for p, g, k in zip(params, grads, core))
     pnorm, gnorm = _joint_norm(params, core), _joint_norm(grads, core).clamp_min(1e-300)
     binding = (pnorm >= rho * (1 - 1e-9)) & (inner < 0)
+    if sphere:
+        binding = torch.ones_like(binding)
     radial = inner / pnorm.square()
     tangent = [g - _expand(radial, k) * p for p, g, k in zip(params, grads, core)]
     tnorm = _joint_norm(tangent, core).clamp_min(1e-300)
     direction = [torch.where(_expand(binding, k), t / _expand(tnorm, k), g / _expand(gnorm, k))
                  for t, g, k in zip(tangent, grads, core)]
-    return direction, torch.where(binding, tnorm / gnorm, torch.ones_like(gnorm))
+    residual = torch.where(binding, tnorm / gnorm, torch.ones_like(gnorm))
+    return direction, torch.where(inner.abs() + gnorm > 1e-300, residual, torch.nan)
 
 
 def regularization_path(attention: Attention, problem: Problem, radii, *, steps: int = 300,
                         head: Head | None = None, loss: str = "logistic",
-                        cone: tuple[torch.Tensor, float] | None = None,
+                        cone: tuple[torch.Tensor, float] | None = None, sphere: bool = False,
                         initial_step: float = 0.05) -> PathResult:
     """Minimize the loss over growing norm balls; ``attention`` gives the start and is updated.
 
@@ -93,6 +103,8 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
         radii: increasing radii ``R``.
         steps: projected steps per radius.
         cone: ``(D, mu)`` restricts W to ``corr(W, D) >= 1 - mu`` (W/p parameterizations only).
+        sphere: minimize over the sphere ``||W|| = R`` instead of the ball. With a cone this is the
+            local path of paper A (its cone also bounds the norm from below, ``||W|| >= R_0``).
         initial_step: first step length as a fraction of the ball radius.
     """
     radii = torch.as_tensor(radii, dtype=torch.float64)
@@ -101,7 +113,7 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
     if cone is not None and isinstance(attention, KQAttention):
         raise ValueError("the cone constraint is defined for the W and p parameterizations")
     check_loss(loss)
-    check_trials(attention, problem)
+    check_compatible(attention, problem)
     params, core = attention.params, attention.core_dims
     closed_form = head is None and supports(attention)
     values = problem.scores * problem.Y.unsqueeze(-1)
@@ -123,9 +135,10 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
                 grads = torch.autograd.grad(empirical_risk(attention, problem, head, loss).sum(),
                                             params)
             with torch.no_grad():
-                direction, tangential = _search_direction(params, list(grads), core, rho)
+                direction, tangential = _search_direction(params, list(grads), core, rho, sphere)
                 moves = [p - _expand(step, k) * g for p, g, k in zip(params, direction, core)]
-                excess = (_joint_norm(moves, core) / rho).clamp_min(1.0)
+                excess = _joint_norm(moves, core) / rho
+                excess = excess if sphere else excess.clamp_min(1.0)
                 moves = [m / _expand(excess, k) for m, k in zip(moves, core)]
                 if cone is not None:
                     moves[0] = _project_cone(moves[0], cone[0].to(moves[0]), 1 - cone[1], core[0])

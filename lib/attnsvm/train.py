@@ -18,7 +18,7 @@ import torch
 from .data import Problem
 from .gradients import risk_and_gradients, supports
 from .metrics import corr, max_probability
-from .models import Attention, Head, LinearHead, check_loss, check_trials, risk_from_logits
+from .models import Attention, Head, LinearHead, check_compatible, check_loss, risk_from_logits
 
 
 class TrainingError(ValueError):
@@ -44,11 +44,18 @@ class History:
 def block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0) -> torch.Tensor:
     """``g / (||g|| + eps)`` with the norm over the last ``core_dims`` dimensions (one per trial).
 
+    The norm is taken after dividing by the largest entry, so gradients of 1e-200 (float64) or
+    1e-30 (float32), exact but tiny once the softmax saturates, do not underflow to a zero norm.
     A zero gradient (e.g. ``dL/dK`` while ``Q = 0``) gives a zero step instead of 0/0.
     """
-    norm = grad.flatten(grad.ndim - core_dims).norm(dim=-1)
-    norm = norm.reshape(*norm.shape, *([1] * core_dims)) + eps
-    return torch.where(norm > 0, grad / torch.where(norm > 0, norm, 1.0), torch.zeros_like(grad))
+    top = grad.abs().flatten(grad.ndim - core_dims).amax(dim=-1)
+    top = top.reshape(*top.shape, *([1] * core_dims))
+    safe = torch.where(top > 0, top, torch.ones_like(top))
+    scaled = grad / safe
+    norm = scaled.flatten(grad.ndim - core_dims).norm(dim=-1).reshape(top.shape)
+    if eps:                  # (a scalar over a subnormal divides by multiplying with 1/x = inf)
+        norm = norm + eps / safe
+    return torch.where(top > 0, scaled / norm, torch.zeros_like(grad))
 
 
 def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float = 0.1,
@@ -76,7 +83,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     if steps < 0 or log_every < 1 or lr <= 0:
         raise ValueError("need steps >= 0, log_every >= 1 and lr > 0")
     check_loss(loss)
-    check_trials(attention, problem)
+    check_compatible(attention, problem)
     head = head or LinearHead()
     params = attention.params + head.params
     core = attention.core_dims + head.core_dims
