@@ -25,6 +25,7 @@ Usage:  python bench/bench_svm.py                  # default comparison, well un
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import warnings
 
@@ -160,8 +161,11 @@ def main() -> None:
     start = time.perf_counter()
     compare([5, 10, 15], args.instances, args.d, args.T, args.seed, not args.no_scs)
     print(f"comparison wall time {time.perf_counter() - start:.1f} s")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     if args.a5:
         a5_sweep(args.a5_instances, args.seed)
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average at the end: {load} on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import time
 
@@ -123,10 +124,14 @@ def svm_gap(problem: A.Problem, finals: dict[str, torch.Tensor], alpha: torch.Te
     return {k: float(torch.tensor(v).median()) for k, v in gaps.items()}, len(gaps[next(iter(gaps))])
 
 
-def timed(fn, *args, **kw):
-    start = time.perf_counter()
-    out = fn(*args, **kw)
-    return out, time.perf_counter() - start
+def timed(fn, *args, repeat: int = 1, **kw):
+    """Result and median wall time over ``repeat`` calls."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn(*args, **kw)
+        times.append(time.perf_counter() - start)
+    return out, sorted(times)[len(times) // 2]
 
 
 def main() -> None:
@@ -155,8 +160,8 @@ def main() -> None:
     for kind in ("W", "KQ"):
         ours(problem, kind, 5, args.lr, K0)                               # warm-ups
         reference_loop(A.Problem.stack([problem.trial(0)]), kind, 5, args.lr, K0)
-        mine, t_ours = timed(ours, problem, kind, args.steps, args.lr, K0, 1)
-        _, t_quiet = timed(ours, problem, kind, args.steps, args.lr, K0, args.steps)
+        mine, t_ours = timed(ours, problem, kind, args.steps, args.lr, K0, 1, repeat=3)
+        _, t_quiet = timed(ours, problem, kind, args.steps, args.lr, K0, args.steps, repeat=3)
         theirs, t_loop = timed(reference_loop, problem, kind, args.steps, args.lr, K0)
         c = A.corr(mine, theirs, 1)
         print(f"{kind:6} {t_ours:18.2f}s {t_quiet:14.2f}s {t_loop:9.2f}s {t_loop / t_ours:9.1f}x "
@@ -164,7 +169,9 @@ def main() -> None:
         if c.min() < 0.99:
             print(f"  WARNING: a run's final direction differs (corr {float(c.min()):.4f} < 0.99)")
         results[kind] = (mine, theirs)
-    print("\nratio = (b) / (a) with (a) logging loss, norm, max-probability every step (the default).")
+    print("\nratio = (b) / (a) with (a) logging loss, norm, max-probability every step (the default);"
+          "\n(a) times are the median of 3 runs, (b) is run once. Load average at the end: "
+          + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs.")
 
     print("\nWhere the directions differ, and which is closer to the max-margin direction:")
     for kind, norm in (("W", "fro"), ("KQ", "nuc")):
