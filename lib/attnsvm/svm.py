@@ -18,6 +18,7 @@ also sets the scale handed to the solver; an infeasible problem raises
 from __future__ import annotations
 
 from dataclasses import dataclass
+import warnings
 from functools import lru_cache
 
 import cvxpy as cp
@@ -132,13 +133,26 @@ def _blocking_example(blocks: list[np.ndarray], diffs: np.ndarray, Z: np.ndarray
 
 
 @lru_cache(maxsize=128)
-def _compiled(rows: int, shape: tuple[int, ...], norm: str):
-    """A cvxpy problem ``min ||w|| s.t. A vec(w) >= 1`` with ``A`` a Parameter, compiled once per size."""
+def _compiled(rows: int, shape: tuple[int, ...], norm: str, dual: bool):
+    """A cvxpy problem for ``min ||w|| s.t. A vec(w) >= 1`` with ``A`` a Parameter, compiled once
+    per size; returns ``(problem, A, solution)`` where ``solution()`` reads ``w`` off the solve.
+
+    ``dual=True`` (nuclear norm only) states the dual, ``max 1^T lam s.t. lam >= 0,
+    ||sum_k lam_k A_k||_op <= 1``, as the LMI ``[[I, S], [S^T, I]] >> 0``; the primal solution is
+    ``-2`` times the off-diagonal block of that constraint's multiplier. Same optimum, ~3x faster
+    with Clarabel, which then factorizes a system in ``lam`` instead of in ``w`` and its bounds.
+    """
     A = cp.Parameter((rows, int(np.prod(shape))))
+    if dual:
+        lam = cp.Variable(rows, nonneg=True)
+        S = cp.reshape(A.T @ lam, shape, order="C")
+        lmi = cp.bmat([[np.eye(shape[0]), S], [S.T, np.eye(shape[1])]]) >> 0
+        return (cp.Problem(cp.Maximize(cp.sum(lam)), [lmi]), A,
+                lambda: None if lmi.dual_value is None else -2 * lmi.dual_value[:shape[0], shape[0]:])
     w = cp.Variable(shape)
     objective = cp.sum_squares(w) if norm == "fro" else cp.normNuc(w)
     flat = w if len(shape) == 1 else cp.vec(w, order="C")
-    return cp.Problem(cp.Minimize(objective), [A @ flat >= 1]), A, w
+    return cp.Problem(cp.Minimize(objective), [A @ flat >= 1]), A, lambda: w.value
 
 
 CLARABEL_OPTIONS = {"direct_solve_method": "faer", "max_threads": 1,
@@ -150,16 +164,22 @@ def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str)
 
     The constraints are rescaled by the norm of the least-norm point, so the solver always sees a
     solution of norm ~1 (instances whose margins are tiny would otherwise need ||w|| ~ 1e5).
+    With Clarabel a nuclear-norm problem is solved in its dual form (see ``_compiled``); other
+    solvers get the primal form as the paper writes it.
     """
     start = _min_norm_point(features)
     if start is None:
         raise InfeasibleError("the constraints cannot all be satisfied")
     scale = np.linalg.norm(start)
-    problem, A, w = _compiled(features.shape[0], shape, norm)
+    dual = norm == "nuc" and solver == "CLARABEL" and len(shape) == 2
+    problem, A, solution = _compiled(features.shape[0], shape, norm, dual)
     A.value = features * scale
-    problem.solve(solver=solver, **(CLARABEL_OPTIONS if solver == "CLARABEL" else {}))
-    if problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and w.value is not None:
-        return np.asarray(w.value) * scale
+    with warnings.catch_warnings():          # accuracy is checked below, on the constraints
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        problem.solve(solver=solver, **(CLARABEL_OPTIONS if solver == "CLARABEL" else {}))
+    w = solution() if problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) else None
+    if w is not None and (A.value @ np.ravel(w)).min() >= 1 - 1e-6:
+        return np.asarray(w) * scale
     if norm == "fro":                    # the least-norm point is the Frobenius solution itself
         return start.reshape(shape)
     raise RuntimeError(f"{solver} returned {problem.status!r} on a feasible problem whose "
@@ -200,7 +220,7 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
     # Both norms are unitarily invariant, so projecting W onto span(differences) x span(queries)
     # keeps every constraint and never increases the norm: solve for the small core M only.
     left, right = _basis(diffs.reshape(-1, d)), _basis(Z)
-    reduced = np.einsum("ntd,du,ne,ev->ntuv", diffs, left, Z, right).reshape(n * (T - 1), -1)
+    reduced = np.einsum("ntu,nv->ntuv", diffs @ left, Z @ right).reshape(n * (T - 1), -1)
     try:
         core = _solve(reduced, (left.shape[1], right.shape[1]), norm, solver)
     except InfeasibleError:
