@@ -112,8 +112,6 @@ def test_path_unknown_loss_is_value_error(a1):
         A.regularization_path(A.WAttention(torch.eye(2, dtype=F64)), problem, [1.0], loss="hinge")
 
 
-@pytest.mark.xfail(strict=True, reason="library gap: the cone (D, mu) is not validated; mu > 2 gives "
-                   "a complex sin and a NotImplementedError, a wrongly shaped D a RuntimeError")
 @pytest.mark.parametrize("case", ["mu out of range", "direction shape"])
 def test_path_bad_cone_is_value_error(a1, case):
     problem, fro, _ = a1

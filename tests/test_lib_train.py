@@ -314,8 +314,6 @@ def test_train_mismatched_trial_dims_is_value_error():
         A.train(A.WAttention.zeros(6, trials=3), problem, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="library gap: the head's and the reference's shapes are not "
-                   "validated; a wrong dimension surfaces as a torch RuntimeError")
 @pytest.mark.parametrize("case", ["linear head v", "MLP head V", "reference"])
 def test_train_wrong_head_or_reference_shape_is_value_error(case):
     problem = A.random_problem(3, 4, 5, trials=2, generator=A.set_seed(37))

@@ -224,6 +224,19 @@ def check_compatible(attention: Attention, problem: Problem) -> None:
                              f"{problem.batch_shape}: they must match (or one must be empty)") from None
 
 
+def check_head(head: "Head | None", problem: Problem) -> None:
+    """Raise ``ValueError`` unless the head acts on vectors of the tokens' dimension ``d``."""
+    if isinstance(head, LinearHead) and head.params:
+        width = head.params[0].shape[-1]
+    elif isinstance(head, MLPHead):
+        width = head.V.shape[-2]
+    else:
+        return
+    if width != problem.d:
+        raise ValueError(f"the head acts on vectors of dimension {width}, the tokens have "
+                         f"d={problem.d}")
+
+
 def risk_from_logits(logits: torch.Tensor, problem: Problem, head: Head | None = None,
                      loss: str = "logistic", stable: bool = True) -> torch.Tensor:
     """The empirical risk given precomputed attention logits ``(*B, n, T)``."""

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import torch
 
 from .data import Problem
-from .metrics import corr
 from .gradients import risk_and_gradients, supports
-from .models import Attention, Head, KQAttention, check_compatible, check_loss, empirical_risk
+from .metrics import corr
+from .models import (Attention, Head, KQAttention, check_compatible, check_head, check_loss,
+                     empirical_risk)
 
 
 @dataclass
@@ -110,10 +111,19 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
     radii = torch.as_tensor(radii, dtype=torch.float64)
     if radii.ndim != 1 or len(radii) == 0 or bool((radii <= 0).any()) or bool((radii.diff() < 0).any()):
         raise ValueError("radii must be a non-empty increasing sequence of positive numbers")
-    if cone is not None and isinstance(attention, KQAttention):
-        raise ValueError("the cone constraint is defined for the W and p parameterizations")
+    if cone is not None:
+        if isinstance(attention, KQAttention):
+            raise ValueError("the cone constraint is defined for the W and p parameterizations")
+        core = attention.core_dims[0]
+        direction, mu = torch.as_tensor(cone[0]), float(cone[1])
+        if tuple(direction.shape[-core:]) != tuple(attention.params[0].shape[-core:]):
+            raise ValueError(f"the cone's direction has shape {tuple(direction.shape)}, the "
+                             f"parameter {tuple(attention.params[0].shape)}")
+        if not 0 < mu <= 2:
+            raise ValueError(f"the cone's mu must lie in (0, 2] (corr >= 1 - mu), got {mu}")
     check_loss(loss)
     check_compatible(attention, problem)
+    check_head(head, problem)
     params, core = attention.params, attention.core_dims
     closed_form = head is None and supports(attention)
     values = problem.scores * problem.Y.unsqueeze(-1)

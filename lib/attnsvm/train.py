@@ -18,7 +18,8 @@ import torch
 from .data import Problem
 from .gradients import risk_and_gradients, supports
 from .metrics import corr, max_probability
-from .models import Attention, Head, LinearHead, check_compatible, check_loss, risk_from_logits
+from .models import (Attention, Head, LinearHead, check_compatible, check_head, check_loss,
+                     risk_from_logits)
 
 
 class TrainingError(ValueError):
@@ -84,6 +85,14 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
         raise ValueError("need steps >= 0, log_every >= 1 and lr > 0")
     check_loss(loss)
     check_compatible(attention, problem)
+    check_head(head, problem)
+    if reference is not None:
+        reference = torch.as_tensor(reference).to(problem.X)
+        core = attention.core_dims[0]
+        shape = tuple(attention.combined().shape)
+        if reference.ndim < core or tuple(reference.shape[-core:]) != shape[-core:]:
+            raise ValueError(f"reference has shape {tuple(reference.shape)}; it must end with "
+                             f"{shape[-core:]}, the shape of the trained {attention.names[0]}")
     head = head or LinearHead()
     params = attention.params + head.params
     core = attention.core_dims + head.core_dims
