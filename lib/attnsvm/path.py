@@ -101,6 +101,9 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
     Args:
         attention: ``WAttention``/``PromptAttention`` (ball ``||W||_F <= R``) or ``KQAttention``
             (ball ``||K||^2 + ||Q||^2 <= 2R``); its current value warm-starts the first radius.
+            For (K, Q), start at a radius where the loss already saturates (R ~ 100 on unit-norm
+            data): warm-started through small radii, K Q^T becomes rank one there and a
+            first-order method may not leave that rank-deficient saddle.
         radii: increasing radii ``R``.
         steps: projected steps per radius.
         cone: ``(D, mu)`` restricts W to ``corr(W, D) >= 1 - mu`` (W/p parameterizations only).

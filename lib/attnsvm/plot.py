@@ -67,6 +67,8 @@ def curves(ax, steps, values, label: str | None = None, band: bool = True, **kwa
     """Mean curve over trials (second dimension), with a min-max band when ``band``."""
     steps, values = _np(steps), _np(values)
     values = values.reshape(len(values), -1)
+    keep = ~np.isnan(values).all(axis=1)            # e.g. step 0, where W = 0 has no direction
+    steps, values = steps[keep], values[keep]
     line, = ax.plot(steps, np.nanmean(values, axis=1), label=label, **kwargs)
     if band and values.shape[1] > 1:
         ax.fill_between(steps, np.nanmin(values, axis=1), np.nanmax(values, axis=1),
