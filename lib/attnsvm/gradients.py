@@ -18,17 +18,12 @@ from __future__ import annotations
 import torch
 
 from .data import Problem
-from .models import Attention, KQAttention, PromptAttention, WAttention
+from .models import LOSSES, Attention, KQAttention, PromptAttention, WAttention
 
-LOSS_DERIVATIVES = {
+LOSS_DERIVATIVES = {                         # loss'(u) for each entry of models.LOSSES
     "logistic": lambda u: -torch.sigmoid(-u),
     "exponential": lambda u: -torch.exp(-u),
     "linear": lambda u: -torch.ones_like(u),
-}
-LOSS_VALUES = {
-    "logistic": lambda u: torch.nn.functional.softplus(-u),
-    "exponential": lambda u: torch.exp(-u),
-    "linear": lambda u: -u,
 }
 
 
@@ -53,7 +48,7 @@ def risk_and_gradients(attention: Attention, problem: Problem, loss: str = "logi
         probs = torch.softmax(logits, dim=-1)
         mix = (probs * centred).sum(-1, keepdim=True)
         margins = problem.Y * (values.gather(-1, top).squeeze(-1) + mix.squeeze(-1))
-        risk = LOSS_VALUES[loss](margins).mean(-1)
+        risk = LOSSES[loss](margins).mean(-1)
         outer = LOSS_DERIVATIVES[loss](margins) * problem.Y / problem.n        # dL/df_i
         G = outer.unsqueeze(-1) * probs * (centred - mix)                    # dL/da_it
         GX = (G.unsqueeze(-1) * X).sum(-2)                                   # sum_t G_it x_it, (*B, n, d)
