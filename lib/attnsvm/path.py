@@ -129,7 +129,7 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
     check_head(head, problem)
     params, core = attention.params, attention.core_dims
     closed_form = head is None and supports(attention)
-    values = problem.scores * problem.Y.unsqueeze(-1)
+    values = problem.scores * problem.Y.unsqueeze(-1) if closed_form else None
     out: dict[str, list[torch.Tensor]] = {"W": [], "loss": [], "tangential": []}
     for R in radii.tolist():
         rho = _ball_radius(attention, R)

@@ -195,6 +195,20 @@ def _basis(vectors: np.ndarray) -> np.ndarray:
     return vt[sigma > sigma[0] * 1e-12].T if sigma.size and sigma[0] > 0 else vt[:0].T
 
 
+def _result(solution: np.ndarray, other_margins: np.ndarray, alpha: np.ndarray, norm: str,
+            objective: float, support_tol: float, rank_tol: float = 1e-5) -> SVMResult:
+    """Assemble an :class:`SVMResult` from the margins of the non-selected tokens ``(n, T - 1)``."""
+    n, T = other_margins.shape[0], other_margins.shape[1] + 1
+    margins = np.full((n, T), np.inf)
+    keep = np.ones((n, T), dtype=bool)
+    keep[np.arange(n), alpha] = False
+    margins[keep] = other_margins.ravel()
+    W = torch.from_numpy(solution)
+    return SVMResult(W=W, norm=norm, objective=objective, margins=torch.from_numpy(margins),
+                     support=torch.from_numpy(margins <= 1 + support_tol),
+                     rank=int(numerical_rank(W, rank_tol)) if W.ndim == 2 else 1)
+
+
 def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
             support_tol: float = 1e-5, solver: str = "CLARABEL") -> SVMResult:
     """Solve Att-SVM (``norm="fro"``) or Att-SVM* (``norm="nuc"``) for the selection ``alpha``.
@@ -231,16 +245,8 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
         raise InfeasibleError("Att-SVM is infeasible: "
                               + _blocking_example(list(features), diffs, Z)) from None
     W = left @ core @ right.T
-    margins = np.full((n, T), np.inf)
-    keep = np.ones((n, T), dtype=bool)
-    keep[np.arange(n), alpha] = False
-    margins[keep] = np.einsum("ntd,de,ne->nt", diffs, W, Z).ravel()
-    objective = np.linalg.norm(W, "fro" if norm == "fro" else "nuc")
-    W_t = torch.from_numpy(W)
-    return SVMResult(W=W_t, norm=norm, objective=float(objective),
-                     margins=torch.from_numpy(margins),
-                     support=torch.from_numpy(margins <= 1 + support_tol),
-                     rank=int(numerical_rank(W_t, rank_tol)))
+    return _result(W, np.einsum("ntd,de,ne->nt", diffs, W, Z), alpha, norm,
+                   float(np.linalg.norm(W, norm)), support_tol, rank_tol)
 
 
 def p_svm(keys, alpha, support_tol: float = 1e-5) -> SVMResult:
@@ -261,13 +267,7 @@ def p_svm(keys, alpha, support_tol: float = 1e-5) -> SVMResult:
         ones = np.ones((n, d))
         raise InfeasibleError("p-SVM is infeasible: "
                               + _blocking_example(list(diffs), diffs, ones)) from None
-    margins = np.full((n, T), np.inf)
-    keep = np.ones((n, T), dtype=bool)
-    keep[np.arange(n), alpha] = False
-    margins[keep] = (diffs @ p).ravel()
-    return SVMResult(W=torch.from_numpy(p), norm="fro", objective=float(np.linalg.norm(p)),
-                     margins=torch.from_numpy(margins),
-                     support=torch.from_numpy(margins <= 1 + support_tol), rank=1)
+    return _result(p, diffs @ p, alpha, "fro", float(np.linalg.norm(p)), support_tol)
 
 
 def is_locally_optimal(problem: Problem, alpha, result: SVMResult) -> torch.Tensor:
