@@ -12,6 +12,9 @@ from .metrics import corr, is_global, max_probability, numerical_rank, probabili
 from .models import (LOSSES, Attention, KQAttention, LinearHead, MLPHead, PromptAttention,
                      WAttention, attention_output, empirical_risk, predict)
 from .path import PathResult, regularization_path
+from .report import claim, format_table, within
+from .scale import at_scale, scale
+from .selections import KINDS, classify_selections, selection_kind
 from .svm import InfeasibleError, SVMResult, att_svm, is_locally_optimal, p_svm
 from .train import History, TrainingError, block_normalize, train
 from .utils import DEFAULT_DTYPE, get_device, set_seed
@@ -24,6 +27,8 @@ __all__ = [
     "LOSSES", "Attention", "KQAttention", "LinearHead", "MLPHead", "PromptAttention", "WAttention",
     "attention_output", "empirical_risk", "predict",
     "PathResult", "regularization_path",
+    "claim", "format_table", "within", "at_scale", "scale",
+    "KINDS", "classify_selections", "selection_kind",
     "InfeasibleError", "SVMResult", "att_svm", "is_locally_optimal", "p_svm",
     "History", "TrainingError", "block_normalize", "train",
     "DEFAULT_DTYPE", "get_device", "set_seed", "__version__",

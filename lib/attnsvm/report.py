@@ -1,0 +1,52 @@
+"""What the book's chapters share for showing results: plain-text tables and the measured claims
+that feed the reproduction report (the back-matter page ``book/report.md``).
+
+A chapter measures a claim of the papers (an id of THEORY.md section 4, or one of its own numbered
+checks) and calls :func:`claim`; the value and its status word are glued into the notebook with
+MyST-NB and pasted into the report page with ``{glue:text}`chapter::key``, so the report shows
+what this build computed, never a typed number.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+STATUS = ("reproduced", "differs")
+
+
+def format_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
+    """A plain-text table with right-aligned columns (``print`` it)."""
+    cells = [[str(h) for h in header]] + [[str(c) for c in row] for row in rows]
+    if any(len(row) != len(header) for row in cells):
+        raise ValueError(f"every row needs {len(header)} cells, one per column of the header")
+    widths = [max(len(row[j]) for row in cells) for j in range(len(header))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def within(value: float, target: float, tol: float) -> bool:
+    """``|value - target| <= tol`` (False for NaN): the usual reproduction criterion."""
+    if not (tol >= 0 and math.isfinite(target)):
+        raise ValueError(f"need a finite target and a tolerance >= 0, got {target!r} and {tol!r}")
+    return bool(abs(float(value) - target) <= tol)
+
+
+def claim(key: str, value: float | str, ok: bool, fmt: str = ".4f") -> str:
+    """Glue a measured claim for the reproduction report and return its status word.
+
+    Glues ``key`` (the value, formatted with ``fmt`` when it is a number) and ``key-status``
+    (``"reproduced"`` when ``ok``, else ``"differs"``). ``ok`` is the report's criterion (e.g.
+    :func:`within` the paper's value); the chapter's ``assert`` cells, not this, decide whether the
+    build passes. Needs MyST-NB (installed with the book's requirements).
+    """
+    from myst_nb import glue
+
+    if not key or any(c in key for c in ": `"):
+        raise ValueError(f"a claim key must be non-empty, without ':', '`' or spaces; got {key!r}")
+    text = value if isinstance(value, str) else format(float(value), fmt)
+    status = STATUS[0] if ok else STATUS[1]
+    glue(key, text, display=False)
+    glue(f"{key}-status", status, display=False)
+    return status

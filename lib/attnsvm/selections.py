@@ -1,0 +1,54 @@
+"""Classifying selections: which token choices ``alpha`` admit a max-margin direction, and of
+what kind (paper A, support indices and locally optimal directions; THEORY.md section 3).
+
+For every selection ``alpha`` (one token per example) Att-SVM(alpha) is either infeasible, or its
+solution ``W_mm(alpha)`` is *global* (``alpha = opt``), *locally optimal* (every support token of
+every example scores below the selected token) or *not locally optimal*.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from .data import Problem
+from .metrics import is_global
+from .svm import InfeasibleError, SVMResult, att_svm, is_locally_optimal
+
+KINDS = ("global", "locally optimal", "not locally optimal", "infeasible")
+MAX_SELECTIONS = 100_000
+
+
+def selection_kind(problem: Problem, alpha, norm: str = "fro") -> tuple[str, SVMResult | None]:
+    """The kind of one selection (an entry of :data:`KINDS`) and its SVM solution (None if
+    infeasible). ``problem`` is one instance (no trials dimension)."""
+    if problem.batch_shape:
+        raise ValueError("pass one instance (use problem.trial(b) on batched problems)")
+    alpha = torch.as_tensor(alpha)
+    try:
+        result = att_svm(problem.X, problem.Z, alpha, norm)
+    except InfeasibleError:
+        return "infeasible", None
+    if bool(is_global(problem.to("cpu"), alpha.cpu())):
+        return "global", result
+    if bool(is_locally_optimal(problem, alpha, result).all()):
+        return "locally optimal", result
+    return "not locally optimal", result
+
+
+def classify_selections(problem: Problem, norm: str = "fro"
+                        ) -> dict[tuple[int, ...], tuple[str, SVMResult | None]]:
+    """Solve Att-SVM for every one of the ``T^n`` selections of ``problem`` and classify it.
+
+    Returns ``{alpha: (kind, result)}`` in lexicographic order of ``alpha``. Raises
+    ``ValueError`` when ``T^n`` exceeds :data:`MAX_SELECTIONS` (use :func:`selection_kind` on the
+    selections you need instead).
+    """
+    if problem.batch_shape:
+        raise ValueError("pass one instance (use problem.trial(b) on batched problems)")
+    if problem.T ** problem.n > MAX_SELECTIONS:
+        raise ValueError(f"T^n = {problem.T}^{problem.n} selections is more than "
+                         f"{MAX_SELECTIONS}; classify chosen selections with selection_kind")
+    return {alpha: selection_kind(problem, alpha, norm)
+            for alpha in itertools.product(range(problem.T), repeat=problem.n)}
