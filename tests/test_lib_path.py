@@ -118,3 +118,97 @@ def test_path_bad_cone_is_value_error(a1, case):
     cone = (fro.W, 3.0) if case == "mu out of range" else (torch.eye(3, dtype=F64), 0.1)
     with pytest.raises(ValueError):
         A.regularization_path(A.WAttention(torch.eye(2, dtype=F64)), problem, [1.0], cone=cone)
+
+
+
+def small_margin_instances(count, seed=1):
+    """Feasible random instances with small margins (||W_mm||_F in [15, 40]): the hard case."""
+    g, found = A.set_seed(seed), []
+    while len(found) < count:
+        P = A.random_problem(5, 4, 3, generator=g)
+        try:
+            fro = A.att_svm(P.X, P.Z, P.opt)
+        except A.InfeasibleError:
+            continue
+        if 15 <= fro.objective <= 40:
+            found.append((P, fro, A.att_svm(P.X, P.Z, P.opt, norm="nuc")))
+    return found
+
+
+@pytest.fixture(scope="module")
+def hard():
+    return small_margin_instances(4)
+
+
+S_HARD = torch.tensor([1.0, 10.0, 50.0, 200.0], dtype=F64)
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_w_path_small_margins_converges(hard, index):
+    """With the SVM direction as reference (one more start per radius, and the loss test) the W
+    path converges on small-margin instances: residual <= tol, loss <= the scaled SVM
+    direction's, the loss never increases along the path, and 1 - corr < 1e-5 at s = 200."""
+    P, fro, _ = hard[index]
+    start = 1e-2 * torch.randn(3, 3, generator=A.set_seed(10 + index), dtype=F64)
+    path = A.regularization_path(A.WAttention(start), P, S_HARD * fro.objective, reference=fro.W)
+    assert path.all_converged
+    assert (path.tangential <= 1e-4).all()
+    assert (path.loss <= path.reference_loss).all()
+    assert (path.loss.diff() <= 0).all()
+    c = A.corr(path.iterates, fro.W, 1)
+    assert 1 - float(c[-1]) < 1e-5 and (c.diff() > 0).all()
+
+
+def test_w_path_without_reference_can_end_elsewhere_and_the_check_says_so(hard):
+    """From a small random start the path of instance 0 stays in another selection's basin
+    (corr ~0.3 with W_mm). Its own residual is small, so only a reference reveals it: a path
+    started at the same point with the reference as a check-only start loses to it, and the
+    path given the reference goes past it."""
+    P, fro, _ = hard[0]
+    start = 1e-2 * torch.randn(3, 3, generator=A.set_seed(10), dtype=F64)
+    radii = S_HARD * fro.objective
+    free = A.regularization_path(A.WAttention(start), P, radii)
+    assert float(A.corr(free.iterates[-1], fro.W)) < 0.9
+    reference_loss = A.empirical_risk(A.WAttention(radii[-1] * fro.W / fro.objective), P)
+    assert float(free.loss[-1]) > float(reference_loss)       # not the minimiser of the ball
+    guided = A.regularization_path(A.WAttention(start), P, radii, reference=fro.W)
+    assert guided.all_converged and float(guided.loss[-1]) <= float(reference_loss)
+
+
+def test_path_flags_and_warns_when_out_of_steps(hard):
+    P, fro, _ = hard[1]
+    radii = S_HARD * fro.objective
+    start = 1e-2 * torch.randn(3, 3, generator=A.set_seed(3), dtype=F64)
+    with pytest.warns(A.PathWarning, match="did not converge"):
+        path = A.regularization_path(A.WAttention(start), P, radii, steps=3)
+    assert not path.all_converged
+    assert torch.equal(path.converged, path.tangential <= 1e-4)
+
+
+def test_path_never_ends_above_its_start(hard):
+    """The issue's case: started on the scaled SVM direction at s = 100, the path must not end
+    with a larger loss (the descent test rejects every step that raises it)."""
+    for P, fro, nuc in hard:
+        R = 100 * fro.objective
+        W0 = R * fro.W / fro.objective
+        start_loss = float(A.empirical_risk(A.WAttention(W0), P))
+        path = A.regularization_path(A.WAttention(W0), P, [R], steps=200, warn=False)
+        assert float(path.loss[-1]) <= start_loss
+        R = 100 * nuc.objective
+        K, Q = A.path._reference_start(A.KQAttention.init(3), nuc.W, R)
+        start_loss = float(A.empirical_risk(A.KQAttention(K, Q), P))
+        path = A.regularization_path(A.KQAttention(K, Q), P, [R], steps=200, warn=False)
+        assert float(path.loss[-1]) <= start_loss
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_kq_path_small_margins_reaches_nuclear_svm(hard, index):
+    """(K, Q) with the nuclear SVM as reference: the loss is never above the scaled reference's,
+    1 - corr with W_mm_* < 1e-4 at s = 200, and `converged` is exactly the stated criterion."""
+    P, _, nuc = hard[index]
+    att = A.KQAttention.init(3, generator=A.set_seed(20 + index))
+    path = A.regularization_path(att, P, S_HARD[1:] * nuc.objective, reference=nuc.W, tol=1e-3,
+                                 warn=False)
+    assert (path.loss <= path.reference_loss).all()
+    assert 1 - float(A.corr(path.iterates[-1], nuc.W)) < 1e-4
+    assert torch.equal(path.converged, path.tangential <= 1e-3)

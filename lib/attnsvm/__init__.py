@@ -11,7 +11,7 @@ from .data import Problem, figure_problem, random_problem
 from .metrics import corr, is_global, max_probability, numerical_rank, probability_on, selected_tokens
 from .models import (LOSSES, Attention, KQAttention, LinearHead, MLPHead, PromptAttention,
                      WAttention, attention_output, empirical_risk, predict)
-from .path import PathResult, regularization_path
+from .path import PathResult, PathWarning, regularization_path
 from .report import claim, format_table, within
 from .scale import at_scale, scale
 from .selections import KINDS, classify_selections, selection_kind
@@ -26,7 +26,7 @@ __all__ = [
     "corr", "is_global", "max_probability", "numerical_rank", "probability_on", "selected_tokens",
     "LOSSES", "Attention", "KQAttention", "LinearHead", "MLPHead", "PromptAttention", "WAttention",
     "attention_output", "empirical_risk", "predict",
-    "PathResult", "regularization_path",
+    "PathResult", "PathWarning", "regularization_path",
     "claim", "format_table", "within", "at_scale", "scale",
     "KINDS", "classify_selections", "selection_kind",
     "InfeasibleError", "SVMResult", "att_svm", "is_locally_optimal", "p_svm",

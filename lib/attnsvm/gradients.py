@@ -15,6 +15,8 @@ is the problem's fixed ``v``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from .data import Problem
@@ -27,16 +29,49 @@ LOSS_DERIVATIVES = {                         # loss'(u) for each entry of models
 }
 
 
+LOSS_INCREMENTS = {                          # loss(u + delta) - loss(u), without cancellation
+    "logistic": lambda u, delta: torch.log1p(torch.sigmoid(-u) * torch.expm1(-delta)),
+    "exponential": lambda u, delta: torch.exp(-u) * torch.expm1(-delta),
+    "linear": lambda u, delta: -delta,
+}
+
+
+class Evaluation(NamedTuple):
+    """The risk at one point, with what comparing two points accurately needs.
+
+    ``risk`` per trial ``(*B,)``; ``probs`` ``(*B, n, T)``; ``grads`` like ``attention.params``.
+    ``top`` ``(*B, n)`` is the token with the largest logit and ``excess`` ``(*B,)`` the risk minus
+    the risk of putting all attention on ``top``, computed without cancellation: where two points
+    share ``top``, their risks differ by the difference of their ``excess``, which stays accurate
+    long after ``risk`` itself has rounded to the same float (see :func:`no_worse`).
+    """
+
+    risk: torch.Tensor
+    probs: torch.Tensor
+    grads: list[torch.Tensor]
+    top: torch.Tensor
+    excess: torch.Tensor
+
+
+def no_worse(new: Evaluation, old: Evaluation, rounding: float = 8.0) -> torch.Tensor:
+    """Per trial: is the risk at ``new`` at most the risk at ``old``, up to ``rounding`` units in
+    the last place? Compares the ``excess`` where both select the same top tokens (accurate to
+    relative precision however saturated the softmax), the risks elsewhere."""
+    same = (new.top == old.top).all(dim=-1)
+    ulp = rounding * torch.finfo(new.risk.dtype).eps
+    return torch.where(same, new.excess <= old.excess + ulp * old.excess.abs(),
+                       new.risk <= old.risk + ulp * old.risk.abs())
+
+
 def supports(attention: Attention) -> bool:
     """Whether a closed-form gradient exists for this parameterization."""
     return isinstance(attention, (WAttention, KQAttention, PromptAttention))
 
 
 def risk_and_gradients(attention: Attention, problem: Problem, loss: str = "logistic",
-                       values: torch.Tensor | None = None
-                       ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-    """Risk per trial ``(*B,)``, probabilities ``(*B, n, T)`` and the gradients of the summed risk
-    with respect to ``attention.params`` (same shapes), for the linear head ``v`` of the problem.
+                       values: torch.Tensor | None = None) -> Evaluation:
+    """Risk per trial, probabilities and the gradients of the summed risk with respect to
+    ``attention.params``, for the linear head ``v`` of the problem (see :class:`Evaluation`).
     ``values`` = ``v^T x_it`` may be passed precomputed (it does not change during training)."""
     with torch.no_grad():
         X, Z = problem.X, problem.Z
@@ -47,8 +82,10 @@ def risk_and_gradients(attention: Attention, problem: Problem, loss: str = "logi
         centred = values - torch.take_along_dim(values, top, dim=-1)   # c_t - c_b
         probs = torch.softmax(logits, dim=-1)
         mix = (probs * centred).sum(-1, keepdim=True)
-        margins = problem.Y * (values.gather(-1, top).squeeze(-1) + mix.squeeze(-1))
+        base = problem.Y * values.gather(-1, top).squeeze(-1)           # Y_i c_b
+        margins = base + problem.Y * mix.squeeze(-1)
         risk = LOSSES[loss](margins).mean(-1)
+        excess = LOSS_INCREMENTS[loss](base, problem.Y * mix.squeeze(-1)).mean(-1)
         outer = LOSS_DERIVATIVES[loss](margins) * problem.Y / problem.n        # dL/df_i
         G = outer.unsqueeze(-1) * probs * (centred - mix)                    # dL/da_it
         GX = (G.unsqueeze(-1) * X).sum(-2)                                   # sum_t G_it x_it, (*B, n, d)
@@ -64,7 +101,7 @@ def risk_and_gradients(attention: Attention, problem: Problem, loss: str = "logi
             if attention.key_matrix is not None:
                 keys_grad = keys_grad @ attention.key_matrix
             grads = [_reduce(keys_grad, attention.p)]
-    return risk, probs, grads
+    return Evaluation(risk, probs, grads, top.squeeze(-1), excess)
 
 
 def _reduce(grad: torch.Tensor, param: torch.Tensor) -> torch.Tensor:

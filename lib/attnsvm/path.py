@@ -13,31 +13,51 @@ the path to a neighbourhood of a direction ``D`` (the *local* regularization pat
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
 
 from .data import Problem
-from .gradients import risk_and_gradients, supports
+from .gradients import Evaluation, no_worse, risk_and_gradients, supports
 from .metrics import corr
-from .models import (Attention, Head, KQAttention, check_compatible, check_head, check_loss,
-                     empirical_risk)
+from .models import (Attention, Head, KQAttention, LinearHead, PromptAttention, WAttention,
+                     check_compatible, check_head, check_loss, empirical_risk)
+from .utils import as_tensor, check_count, check_positive
+
+
+class PathWarning(UserWarning):
+    """The regularization path did not converge at some radius (see :attr:`PathResult.converged`)."""
 
 
 @dataclass
 class PathResult:
     """The path: ``iterates[k]`` is the combined parameter (``W_R`` or ``K_R Q_R^T``) at ``radii[k]``.
 
+    All per-radius fields have shape ``(radii, *trials)``.
+
     ``tangential`` is ``sin`` of the angle between the gradient and the radial direction at the
-    last iterate: the first-order optimality residual on the sphere (0 = KKT point of the ball
+    iterate: the first-order optimality residual on the sphere (0 = KKT point of the ball
     problem with the constraint active; 1 = the iterate is inside the ball; NaN = the gradient
     underflowed to exactly 0, logit gaps beyond ~745, where no float64 step can move).
+    ``reference_loss`` is the loss of the reference direction scaled to the same radius (``None``
+    without a reference). ``converged`` holds where ``tangential <= tol`` and, with a reference,
+    the iterate's loss is no larger than the reference's (compared exactly, see
+    ``gradients.no_worse``); an underflowed gradient counts as converged only when it passes the
+    reference test.
     """
 
     radii: torch.Tensor
     iterates: torch.Tensor
     loss: torch.Tensor
     tangential: torch.Tensor
+    converged: torch.Tensor
+    reference_loss: torch.Tensor | None = None
+
+    @property
+    def all_converged(self) -> bool:
+        """Whether every trial converged at every radius."""
+        return bool(self.converged.all())
 
 
 def _ball_radius(attention: Attention, R: float) -> float:
@@ -51,7 +71,7 @@ def _joint_norm(tensors: list[torch.Tensor], core: list[int]) -> torch.Tensor:
 
 
 def _expand(per_trial: torch.Tensor, k: int) -> torch.Tensor:
-    return per_trial.reshape(*per_trial.shape, *([1] * k))
+    return per_trial.reshape(tuple(per_trial.shape) + (1,) * k)
 
 
 def _project_cone(W: torch.Tensor, direction: torch.Tensor, cos_min: float, k: int) -> torch.Tensor:
@@ -69,12 +89,15 @@ def _project_cone(W: torch.Tensor, direction: torch.Tensor, cos_min: float, k: i
 
 
 def _search_direction(params: list[torch.Tensor], grads: list[torch.Tensor], core: list[int],
-                      rho: float, sphere: bool) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Unit search direction per trial: the tangential gradient where the ball constraint binds
-    (on the sphere, loss decreasing outwards; always when ``sphere``), the full gradient
-    elsewhere; plus sin(angle between gradient and radius). Gradients are first divided by their
-    largest entry: once the softmax saturates they are exact but tiny (1e-200), and squaring them
-    would underflow."""
+                      rho: float, sphere: bool, cone: tuple[torch.Tensor, float] | None = None
+                      ) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Search direction per trial, the gradient divided by its norm: where the ball constraint
+    binds (on the sphere, loss decreasing outwards; always when ``sphere``) only its part tangent
+    to the sphere, and, on the boundary of a ``cone``, also without the part that points out of
+    the cone; the whole unit gradient elsewhere. Its length is the first-order optimality
+    residual (0 at a KKT point of the constrained problem; 1 inside the ball), returned too.
+    Gradients are first divided by their largest entry: once the softmax saturates they are
+    exact but tiny (1e-200), and squaring them would underflow."""
     top = torch.stack([g.abs().flatten(g.ndim - k).amax(-1) for g, k in zip(grads, core)]).amax(0)
     top = torch.where(top > 0, top, torch.ones_like(top))
     grads = [g / _expand(top, k) for g, k in zip(grads, core)]
@@ -84,87 +107,243 @@ def _search_direction(params: list[torch.Tensor], grads: list[torch.Tensor], cor
     if sphere:
         binding = torch.ones_like(binding)
     radial = inner / pnorm.square()
-    tangent = [g - _expand(radial, k) * p for p, g, k in zip(params, grads, core)]
-    tnorm = _joint_norm(tangent, core).clamp_min(1e-300)
-    direction = [torch.where(_expand(binding, k), t / _expand(tnorm, k), g / _expand(gnorm, k))
-                 for t, g, k in zip(tangent, grads, core)]
-    residual = torch.where(binding, tnorm / gnorm, torch.ones_like(gnorm))
+    direction = [torch.where(_expand(binding, k), g - _expand(radial, k) * p, g) / _expand(gnorm, k)
+                 for p, g, k in zip(params, grads, core)]
+    if cone is not None:                     # W only: params[0]; the normal points into the cone
+        W, k = params[0], core[0]
+        unit_d = cone[0] / _expand(cone[0].flatten(cone[0].ndim - k).norm(dim=-1), k)
+        inward = unit_d - _expand((unit_d * W).flatten(W.ndim - k).sum(-1) / pnorm.square(), k) * W
+        inward = inward / _expand(_joint_norm([inward], [k]).clamp_min(1e-300), k)
+        on_edge = corr(W, unit_d.expand_as(W), W.ndim - k) <= 1 - cone[1] + 1e-9
+        leaving = (direction[0] * inward).flatten(W.ndim - k).sum(-1)   # -step * u leaves if > 0
+        cut = on_edge & binding & (leaving > 0)
+        direction[0] = direction[0] - _expand(torch.where(cut, leaving, 0.0), k) * inward
+    residual = torch.where(binding, _joint_norm(direction, core), torch.ones_like(gnorm))
     return direction, torch.where(inner.abs() + gnorm > 1e-300, residual, torch.nan)
 
 
-def regularization_path(attention: Attention, problem: Problem, radii, *, steps: int = 300,
+def _evaluate(attention: Attention, problem: Problem, head: Head | None, loss: str,
+              values: torch.Tensor | None) -> Evaluation:
+    """Risk and gradients, closed form for the problem's linear head (``values`` given), autograd
+    otherwise; without the closed form, points are compared by their risk alone."""
+    if values is not None:
+        return risk_and_gradients(attention, problem, loss, values)
+    risk = empirical_risk(attention, problem, head, loss)
+    grads = list(torch.autograd.grad(risk.sum(), attention.params))
+    if isinstance(head, LinearHead) and not head.params and supports(attention):
+        exact = risk_and_gradients(attention, problem, loss)     # same risk: compare it exactly
+        return exact._replace(risk=risk.detach(), grads=grads)
+    return _risk_only(risk.detach(), problem, grads)
+
+
+def _reference_attention(attention: Attention, reference: torch.Tensor, R: float) -> Attention:
+    """The reference direction scaled to the path's radius: ``R D / ||D||`` (nuclear norm for
+    (K, Q), whose ball ``||K||^2 + ||Q||^2 <= 2R`` holds exactly the W with ``||W||_* <= R``)."""
+    if isinstance(attention, KQAttention):
+        return WAttention(R * reference / torch.linalg.matrix_norm(reference, "nuc")[..., None, None])
+    if isinstance(attention, PromptAttention):
+        return PromptAttention(R * reference / reference.norm(dim=-1, keepdim=True),
+                               attention.key_matrix)
+    return WAttention(R * reference / torch.linalg.matrix_norm(reference)[..., None, None])
+
+
+def _reference_start(attention: Attention, reference: torch.Tensor, R: float) -> list[torch.Tensor]:
+    """Parameters whose combined value is the scaled reference (balanced factors for (K, Q),
+    truncated to the width m when the reference has a larger rank)."""
+    scaled = _reference_attention(attention, reference, R).combined()
+    if not isinstance(attention, KQAttention):
+        return [scaled]
+    m = attention.K.shape[-1]
+    U, S, Vh = torch.linalg.svd(scaled)
+    root = S[..., :m].sqrt().unsqueeze(-2)
+    return [U[..., :m] * root, Vh.transpose(-1, -2)[..., :m] * root]
+
+
+def _check_reference(reference, attention: Attention) -> torch.Tensor:
+    shape = tuple(attention.combined().shape)
+    k = attention.core_dims[0]
+    reference = as_tensor(reference, "reference", dtype=attention.params[0].dtype,
+                          device=attention.params[0].device)
+    if reference.ndim < k or tuple(reference.shape[-k:]) != shape[-k:]:
+        raise ValueError(f"reference has shape {tuple(reference.shape)}; it must end with "
+                         f"{shape[-k:]}, the shape of the path's {attention.names[0]}")
+    if bool((reference.flatten(reference.ndim - k).abs().amax(-1) == 0).any()):
+        raise ValueError("reference must be a nonzero direction (e.g. an Att-SVM solution)")
+    return reference
+
+
+def regularization_path(attention: Attention, problem: Problem, radii, *, steps: int = 1000,
                         head: Head | None = None, loss: str = "logistic",
                         cone: tuple[torch.Tensor, float] | None = None, sphere: bool = False,
-                        initial_step: float = 0.05) -> PathResult:
+                        initial_step: float = 0.05, reference=None, tol: float = 1e-4,
+                        warn: bool = True) -> PathResult:
     """Minimize the loss over growing norm balls; ``attention`` gives the start and is updated.
+
+    Each radius is solved by projected normalized gradient steps with a descent guarantee: a step
+    that does not lower the loss (compared exactly, see ``gradients.no_worse``) is rejected and
+    its length halved; accepted steps grow by 1.2 unless consecutive moves reverse. Each radius
+    starts from the better of the previous iterate and its rescaling onto the new sphere, so the
+    loss never increases along the path.
 
     Args:
         attention: ``WAttention``/``PromptAttention`` (ball ``||W||_F <= R``) or ``KQAttention``
             (ball ``||K||^2 + ||Q||^2 <= 2R``); its current value warm-starts the first radius.
             For (K, Q), start at a radius where the loss already saturates (R ~ 100 on unit-norm
             data): warm-started through small radii, K Q^T becomes rank one there and a
-            first-order method may not leave that rank-deficient saddle.
+            first-order method may not leave that rank-deficient region.
         radii: increasing radii ``R``.
-        steps: projected steps per radius.
+        steps: largest number of projected steps per radius; a trial stops earlier once its
+            residual is below ``tol / 10``.
         cone: ``(D, mu)`` restricts W to ``corr(W, D) >= 1 - mu`` (W/p parameterizations only).
         sphere: minimize over the sphere ``||W|| = R`` instead of the ball. With a cone this is the
             local path of paper A (its cone also bounds the norm from below, ``||W|| >= R_0``).
-        initial_step: first step length as a fraction of the ball radius.
+        initial_step: first step length as a fraction of the ball radius, in (0, 1].
+        reference: a direction (e.g. ``W_mm``, or ``W_mm_*`` for (K, Q)) whose scaled copy
+            ``R D / ||D||`` lies in every ball: a path whose loss exceeds that copy's has not found
+            the minimiser and is flagged as not converged.
+        tol: largest first-order residual (``tangential``) counted as converged; the direction
+            error that remains is of the order of ``tol`` radians.
+        warn: emit a :class:`PathWarning` when some trial has not converged at the last radius.
     """
-    radii = torch.as_tensor(radii, dtype=torch.float64)
-    if radii.ndim != 1 or len(radii) == 0 or bool((radii <= 0).any()) or bool((radii.diff() < 0).any()):
-        raise ValueError("radii must be a non-empty increasing sequence of positive numbers")
-    if cone is not None:
-        if isinstance(attention, KQAttention):
-            raise ValueError("the cone constraint is defined for the W and p parameterizations")
-        core = attention.core_dims[0]
-        direction, mu = torch.as_tensor(cone[0]), float(cone[1])
-        if tuple(direction.shape[-core:]) != tuple(attention.params[0].shape[-core:]):
-            raise ValueError(f"the cone's direction has shape {tuple(direction.shape)}, the "
-                             f"parameter {tuple(attention.params[0].shape)}")
-        if not 0 < mu <= 2:
-            raise ValueError(f"the cone's mu must lie in (0, 2] (corr >= 1 - mu), got {mu}")
+    radii = _check_radii(radii)
+    steps = check_count(steps, "steps")
+    initial_step = check_positive(initial_step, "initial_step", upper=1.0)
+    tol = check_positive(tol, "tol", upper=1.0)
     check_loss(loss)
     check_compatible(attention, problem)
     check_head(head, problem)
+    if cone is not None:
+        cone = _check_cone(cone, attention)
+    if reference is not None:
+        reference = _check_reference(reference, attention)
     params, core = attention.params, attention.core_dims
     closed_form = head is None and supports(attention)
     values = problem.scores * problem.Y.unsqueeze(-1) if closed_form else None
-    out: dict[str, list[torch.Tensor]] = {"W": [], "loss": [], "tangential": []}
+    evaluate = lambda: _evaluate(attention, problem, head, loss, values)     # noqa: E731
+    out: dict[str, list[torch.Tensor]] = {k: [] for k in ("W", "loss", "tangential", "ok", "ref")}
     for R in radii.tolist():
         rho = _ball_radius(attention, R)
-        with torch.no_grad():                     # warm start: rescale onto the new sphere
+        with torch.no_grad():
             norm = _joint_norm(params, core)
             if bool((norm == 0).any()):
                 raise ValueError("the path needs a nonzero starting point (e.g. a small random W)")
-            for p, k in zip(params, core):
-                p *= _expand(rho / norm, k)
-        step = torch.full_like(norm, initial_step * rho)
-        previous = [torch.zeros_like(p) for p in params]
-        for _ in range(steps):
-            if closed_form:
-                grads = risk_and_gradients(attention, problem, loss, values)[2]
-            else:
-                grads = torch.autograd.grad(empirical_risk(attention, problem, head, loss).sum(),
-                                            params)
+            starts = [[p * _expand(rho / norm, k) for p, k in zip(params, core)]]
+            if not sphere and bool((norm <= rho * (1 + 1e-12)).all()):
+                starts.append([p.clone() for p in params])    # the old point lies in the new ball
+            if reference is not None:
+                starts.append(_reference_start(attention, reference, R))
+            if cone is not None:
+                for start in starts:
+                    start[0] = _project_cone(start[0], cone[0], 1 - cone[1], core[0])
+        best, accepted = None, []
+        for start in starts:                                 # keep the best start, per trial
             with torch.no_grad():
-                direction, tangential = _search_direction(params, list(grads), core, rho, sphere)
-                moves = [p - _expand(step, k) * g for p, g, k in zip(params, direction, core)]
+                for p, q in zip(params, start):
+                    p.copy_(q.expand_as(p))
+            now = evaluate()
+            if best is None:
+                best, accepted = now, [p.detach().clone() for p in params]
+                continue
+            better = ~no_worse(best, now)                    # strictly better: ties keep the first
+            best = _select(better, now, best)
+            accepted = [torch.where(_expand(better, k), p.detach(), a)
+                        for p, a, k in zip(params, accepted, core)]
+        with torch.no_grad():
+            for p, a in zip(params, accepted):
+                p.copy_(a)
+            direction, tangential = _search_direction(params, best.grads, core, rho, sphere, cone)
+        step = torch.full_like(norm, initial_step * rho)
+        for _ in range(steps):
+            active = ~(tangential <= 0.1 * tol)             # a trial stops once well converged
+            if not bool(active.any()):
+                break
+            with torch.no_grad():
+                moves = [a - _expand(torch.where(active, step, 0.0), k) * u
+                         for a, u, k in zip(accepted, direction, core)]
                 excess = _joint_norm(moves, core) / rho
                 excess = excess if sphere else excess.clamp_min(1.0)
                 moves = [m / _expand(excess, k) for m, k in zip(moves, core)]
                 if cone is not None:
-                    moves[0] = _project_cone(moves[0], cone[0].to(moves[0]), 1 - cone[1], core[0])
-                deltas = [m - p for m, p in zip(moves, params)]
-                agree = sum((a * b).flatten(a.ndim - k).sum(-1)
-                            for a, b, k in zip(deltas, previous, core))
-                step = torch.where(agree < 0, step * 0.5, torch.clamp(step * 1.2, max=0.5 * rho))
+                    moves[0] = _project_cone(moves[0], cone[0], 1 - cone[1], core[0])
                 for p, m in zip(params, moves):
                     p.copy_(m)
-                previous = deltas
-        with torch.no_grad():
-            out["W"].append(attention.combined().clone())
-            out["loss"].append(empirical_risk(attention, problem, head, loss))
-            out["tangential"].append(tangential)
-    return PathResult(radii=radii, iterates=torch.stack(out["W"]), loss=torch.stack(out["loss"]),
-                      tangential=torch.stack(out["tangential"]))
+            trial = evaluate()
+            with torch.no_grad():
+                better = no_worse(trial, best)
+                new_direction, new_tangential = _search_direction(params, trial.grads, core, rho,
+                                                                  sphere, cone)
+                # Barzilai-Borwein length from the accepted move; halve after a rejection
+                s_k = [m - a for m, a in zip(moves, accepted)]
+                y_k = [u - v for u, v in zip(new_direction, direction)]
+                sy = sum((a * b).flatten(a.ndim - k).sum(-1) for a, b, k in zip(s_k, y_k, core))
+                ss = sum(a.flatten(a.ndim - k).pow(2).sum(-1) for a, k in zip(s_k, core))
+                bb = torch.where(sy > 0, ss / sy.clamp_min(1e-300), 2 * step)
+                step = torch.where(better, bb.clamp(max=0.5 * rho), 0.5 * step)
+                best = _select(better, trial, best)
+                tangential = torch.where(better, new_tangential, tangential)
+                for p, a, u, v, k in zip(params, accepted, direction, new_direction, core):
+                    a.copy_(torch.where(_expand(better, k), p, a))
+                    u.copy_(torch.where(_expand(better, k), v, u))
+                    p.copy_(a)
+        converged = tangential <= tol
+        if reference is not None:
+            scaled = _reference_attention(attention, reference, R)
+            with torch.no_grad():
+                ref_eval = risk_and_gradients(scaled, problem, loss, values) if closed_form else \
+                    _risk_only(empirical_risk(scaled, problem, head, loss), problem, [])
+            converged = no_worse(best, ref_eval) & (converged | torch.isnan(tangential))
+            out["ref"].append(ref_eval.risk.detach())
+        out["W"].append(attention.combined().clone())
+        out["loss"].append(best.risk.detach())
+        out["tangential"].append(tangential)
+        out["ok"].append(converged)
+    result = PathResult(radii=radii, iterates=torch.stack(out["W"]), loss=torch.stack(out["loss"]),
+                        tangential=torch.stack(out["tangential"]), converged=torch.stack(out["ok"]),
+                        reference_loss=torch.stack(out["ref"]) if out["ref"] else None)
+    if warn and not bool(result.converged[-1].all()):
+        failed = int((~result.converged[-1]).sum())
+        warnings.warn(f"the regularization path did not converge at R = {radii[-1]:.4g} in "
+                      f"{failed} of {result.converged[-1].numel()} trial(s) (tangential residual "
+                      f"above {tol:g}, or a loss above the scaled reference's): see "
+                      "PathResult.converged; more steps, more radii or another start may help",
+                      PathWarning, stacklevel=2)
+    return result
+
+
+def _risk_only(risk: torch.Tensor, problem: Problem, grads: list[torch.Tensor]) -> Evaluation:
+    """An evaluation compared by its risk alone (a head without a cancellation-free excess)."""
+    top = torch.full((*risk.shape, problem.n), -1, dtype=torch.long, device=risk.device)
+    return Evaluation(risk, torch.empty(0), grads, top, risk)
+
+
+def _select(mask: torch.Tensor, a: Evaluation, b: Evaluation) -> Evaluation:
+    """Per trial, ``a`` where ``mask`` else ``b`` (gradients included)."""
+    def pick(x, y):
+        return torch.where(mask.reshape(tuple(mask.shape) + (1,) * (x.ndim - mask.ndim)), x, y)
+    return Evaluation(pick(a.risk, b.risk), b.probs, [pick(x, y) for x, y in zip(a.grads, b.grads)],
+                      pick(a.top, b.top), pick(a.excess, b.excess))
+
+
+def _check_radii(radii) -> torch.Tensor:
+    radii = as_tensor(radii, "radii", dtype=torch.float64)
+    if radii.ndim != 1 or len(radii) == 0 or bool((radii <= 0).any()) or bool((radii.diff() < 0).any()):
+        raise ValueError("radii must be a non-empty increasing sequence of positive numbers")
+    return radii
+
+
+def _check_cone(cone, attention: Attention) -> tuple[torch.Tensor, float]:
+    if isinstance(attention, KQAttention):
+        raise ValueError("the cone constraint is defined for the W and p parameterizations")
+    if not isinstance(cone, (tuple, list)) or len(cone) != 2:
+        raise TypeError("cone must be a pair (D, mu): a direction and a width")
+    core = attention.core_dims[0]
+    direction = as_tensor(cone[0], "the cone's direction", dtype=attention.params[0].dtype,
+                          device=attention.params[0].device)
+    if tuple(direction.shape[-core:]) != tuple(attention.params[0].shape[-core:]) or \
+            direction.ndim < core:
+        raise ValueError(f"the cone's direction has shape {tuple(direction.shape)}, the "
+                         f"parameter {tuple(attention.params[0].shape)}")
+    if bool((direction.flatten(direction.ndim - core).abs().amax(-1) == 0).any()):
+        raise ValueError("the cone's direction must be nonzero")
+    mu = check_positive(cone[1], "the cone's mu", upper=2.0)
+    return direction, mu

@@ -117,7 +117,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     values = problem.scores * problem.Y.unsqueeze(-1) if closed_form else None
     for step in range(steps + 1):
         if closed_form:
-            risk, probs, grads = risk_and_gradients(attention, problem, loss, values)
+            risk, probs, grads = risk_and_gradients(attention, problem, loss, values)[:3]
         else:
             logits = attention.logits(problem)
             risk = risk_from_logits(logits, problem, head, loss, stable)

@@ -69,3 +69,25 @@ def check_shape(tensor: torch.Tensor, name: str, expected: tuple[int | None, ...
         raise ValueError(f"{name} must have shape (..., {meaning}) = (..., "
                          f"{', '.join('*' if e is None else str(e) for e in expected)}), "
                          f"got {tuple(tensor.shape)}")
+
+
+def check_count(value: Any, name: str, minimum: int = 0) -> int:
+    """An integer ``>= minimum`` (bools and non-integral floats are refused), returned as ``int``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    return int(value)
+
+
+def check_positive(value: Any, name: str, upper: float | None = None,
+                   allow_zero: bool = False) -> float:
+    """A finite real number ``> 0`` (``>= 0`` with ``allow_zero``), at most ``upper`` if given."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    low_ok = value >= 0 if allow_zero else value > 0
+    if not (np.isfinite(value) and low_ok and (upper is None or value <= upper)):
+        bounds = f"{'[0' if allow_zero else '(0'}, {'inf)' if upper is None else f'{upper:g}]'}"
+        raise ValueError(f"{name} must be a finite number in {bounds}, got {value!r}")
+    return value
