@@ -374,3 +374,92 @@ def test_svm_accepts_numpy_and_lists():
     b = A.att_svm(p.X.numpy(), p.Z.numpy().tolist(), alpha.numpy())
     assert torch.allclose(a.W, b.W, rtol=1e-9, atol=1e-12)
     assert a.W.dtype == torch.float64 and a.margins.shape == (3, 4) and a.support.dtype == torch.bool
+
+
+# --- hard instances: call order, near-duplicate tokens, extreme scales ------------------------
+
+F64 = torch.float64
+
+def _instances(count, n=5, T=4, d=3, seed=1):
+    g, out = A.set_seed(seed), []
+    while len(out) < count:
+        P = A.random_problem(n, T, d, generator=g)
+        try:
+            A.att_svm(P.X, P.Z, P.opt)
+        except A.InfeasibleError:
+            continue
+        out.append(P)
+    return out
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_answers_do_not_depend_on_call_order(norm):
+    """Same input, same answer, whatever was solved before (no solver warm start)."""
+    problems = _instances(10)
+    forward = [A.att_svm(P.X, P.Z, P.opt, norm=norm).W for P in problems]
+    backward = [A.att_svm(P.X, P.Z, P.opt, norm=norm).W for P in problems[::-1]][::-1]
+    for a, b in zip(forward, backward):
+        assert torch.equal(a, b)
+    g, keys = A.set_seed(7), []
+    while len(keys) < 10:
+        P = A.random_problem(2, 3, 4, generator=g)
+        try:
+            A.p_svm(P.X, P.opt)
+            keys.append((P.X, P.opt))
+        except A.InfeasibleError:
+            continue
+    forward = [A.p_svm(k, a).W for k, a in keys]
+    backward = [A.p_svm(k, a).W for k, a in keys[::-1]][::-1]
+    for a, b in zip(forward, backward):
+        assert torch.equal(a, b)
+
+
+def _near_duplicate(eps, seed=2):
+    P = A.random_problem(3, 4, 3, generator=A.set_seed(seed))
+    X, a = P.X.clone(), int(P.opt[0])
+    X[0, (a + 1) % 4] = X[0, a] + eps * torch.randn(3, generator=A.set_seed(seed + 1), dtype=F64)
+    return X, P.Z, P.opt
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+@pytest.mark.parametrize("eps", [1e-3, 1e-6, 1e-9])
+def test_near_duplicate_tokens_are_solved_to_the_constraints(norm, eps):
+    """A token eps away from the selected one: feasible, with ||W|| ~ 1/eps; solved, and every
+    margin >= 1 - 1e-6."""
+    X, Z, alpha = _near_duplicate(eps)
+    res = A.att_svm(X, Z, alpha, norm=norm)
+    assert res.min_margin >= 1 - 1e-6 and res.objective > 0.1 / eps
+
+
+@pytest.mark.parametrize("eps", [1e-10, 1e-12])
+def test_margins_at_the_rounding_level_are_named_ill_conditioned(eps):
+    X, Z, alpha = _near_duplicate(eps)
+    for norm in ("fro", "nuc"):
+        with pytest.raises(A.IllConditionedError, match="cannot decide feasibility"):
+            A.att_svm(X, Z, alpha, norm=norm)
+
+
+def test_exact_duplicate_is_infeasible_not_ill_conditioned():
+    X, Z, alpha = _near_duplicate(0.0)
+    with pytest.raises(A.InfeasibleError, match="appears twice"):
+        A.att_svm(X, Z, alpha)
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+@pytest.mark.parametrize("scale", [1e-200, 1e-100, 1e-20, 1e20, 1e100, 1e200])
+def test_extreme_scales_give_the_scaled_answer(norm, scale):
+    """Att-SVM is homogeneous: scaling the tokens by c divides W by c. Checked from 1e-200 to
+    1e200 (the screen and the solver see data of norm ~1)."""
+    P = _instances(1, seed=4)[0]
+    ref = A.att_svm(P.X, P.Z, P.opt, norm=norm)
+    res = A.att_svm(P.X * scale, P.Z, P.opt, norm=norm)
+    assert res.min_margin >= 1 - 1e-6
+    assert math.isclose(res.objective * scale, ref.objective, rel_tol=1e-6)
+    assert torch.allclose(res.W * scale, ref.W, rtol=1e-5, atol=1e-8 * ref.W.abs().max())
+
+
+def test_p_svm_infeasibility_message_speaks_of_p_not_queries():
+    keys = torch.tensor([[[1.0, 0.0], [0.0, 0.0]], [[-1.0, 0.0], [0.0, 0.0]]], dtype=F64)
+    with pytest.raises(A.InfeasibleError) as info:
+        A.p_svm(keys, torch.tensor([0, 0]))
+    assert "single p" in str(info.value) and "quer" not in str(info.value)

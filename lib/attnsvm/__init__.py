@@ -15,7 +15,7 @@ from .path import PathResult, PathWarning, regularization_path
 from .report import claim, format_table, within
 from .scale import at_scale, scale
 from .selections import KINDS, classify_selections, selection_kind
-from .svm import InfeasibleError, SVMResult, att_svm, is_locally_optimal, p_svm
+from .svm import IllConditionedError, InfeasibleError, SVMResult, att_svm, is_locally_optimal, p_svm
 from .train import History, TrainingError, block_normalize, train
 from .utils import DEFAULT_DTYPE, get_device, set_seed
 
@@ -29,7 +29,7 @@ __all__ = [
     "PathResult", "PathWarning", "regularization_path",
     "claim", "format_table", "within", "at_scale", "scale",
     "KINDS", "classify_selections", "selection_kind",
-    "InfeasibleError", "SVMResult", "att_svm", "is_locally_optimal", "p_svm",
+    "IllConditionedError", "InfeasibleError", "SVMResult", "att_svm", "is_locally_optimal", "p_svm",
     "History", "TrainingError", "block_normalize", "train",
     "DEFAULT_DTYPE", "get_device", "set_seed", "__version__",
 ]

@@ -3,7 +3,8 @@ what kind (paper A, support indices and locally optimal directions; THEORY.md se
 
 For every selection ``alpha`` (one token per example) Att-SVM(alpha) is either infeasible, or its
 solution ``W_mm(alpha)`` is *global* (``alpha = opt``), *locally optimal* (every support token of
-every example scores below the selected token) or *not locally optimal*.
+every example scores below the selected token) or *not locally optimal*; "ill-conditioned" marks a selection whose margins are too small against
+the data for float64 to decide (see ``svm.IllConditionedError``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import torch
 
 from .data import Problem
 from .metrics import is_global
-from .svm import InfeasibleError, SVMResult, att_svm, is_locally_optimal
+from .svm import IllConditionedError, InfeasibleError, SVMResult, att_svm, is_locally_optimal
 
-KINDS = ("global", "locally optimal", "not locally optimal", "infeasible")
+KINDS = ("global", "locally optimal", "not locally optimal", "infeasible", "ill-conditioned")
 MAX_SELECTIONS = 100_000
 
 
@@ -30,6 +31,8 @@ def selection_kind(problem: Problem, alpha, norm: str = "fro") -> tuple[str, SVM
         result = att_svm(problem.X, problem.Z, alpha, norm)
     except InfeasibleError:
         return "infeasible", None
+    except IllConditionedError:
+        return "ill-conditioned", None
     if bool(is_global(problem.to("cpu"), alpha.cpu())):
         return "global", result
     if bool(is_locally_optimal(problem, alpha, result).all()):

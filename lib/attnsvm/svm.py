@@ -34,6 +34,11 @@ class InfeasibleError(ValueError):
     """The max-margin problem has no solution: no W separates the selected tokens."""
 
 
+class IllConditionedError(ValueError):
+    """The max-margin problem is feasible (or too close to infeasible for float64 to tell) but
+    too ill-conditioned for an accurate solution: the message says why."""
+
+
 @dataclass(frozen=True)
 class SVMResult:
     """Solution of a max-margin problem with its diagnostics.
@@ -88,25 +93,45 @@ def token_differences(X: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     return X[np.arange(n), alpha][:, None, :] - others
 
 
+# With A scaled to max |A| = 1, a least-norm point of norm ||w|| leaves margins of 1 / ||w||
+# against the data. Beyond ~1e13 that is the data's own rounding: float64 calls such a problem
+# infeasible. Between SOLVABLE_LIMIT and that, it cannot decide either way, and says so.
+FEASIBILITY_LIMIT = 1e13
+SOLVABLE_LIMIT = 1e10
+
+
 def _min_norm_point(A: np.ndarray) -> np.ndarray | None:
-    """The point of least norm in ``{w : A w >= 1}``, or ``None`` if that set is empty.
+    """The point of least norm in ``{w : A w >= 1}``, or ``None`` if that set is empty (to float64
+    precision: ``||w|| max|A| > FEASIBILITY_LIMIT``); raises :class:`IllConditionedError` where
+    float64 cannot decide (``||w|| max|A|`` between ``SOLVABLE_LIMIT`` and that).
 
     Least-distance programming by NNLS (Lawson and Hanson, *Solving Least Squares Problems*,
     ch. 23): with ``E = [A^T; 1^T]`` and ``f = e_last``, the NNLS residual ``r = E u - f`` is 0
     exactly when the system is infeasible, and otherwise ``w = -r[:-1] / r[-1]``. An exact
-    active-set method, ~20x faster than a linear program at these sizes.
+    active-set method, ~20x faster than a linear program at these sizes. ``A`` is divided by its
+    largest entry first, so data of any scale (1e-200 or 1e200) stays in range.
     """
     top = np.abs(A).max() if A.size else 0.0
-    if top == 0:
+    if not top > 0:
         return None
     E = np.vstack([A.T / top, np.ones((1, A.shape[0]))])
     f = np.zeros(E.shape[0])
     f[-1] = 1.0
-    u, norm = scipy.optimize.nnls(E, f)
-    if norm <= 1e-9:
+    u, _ = scipy.optimize.nnls(E, f)
+    # r = E u - f satisfies r_last = -||r||^2 at the optimum; r_last = sum(u) - 1 cancels, so use
+    # the accurate head h = A^T u / top of r: ||r||^2 = ||h||^2 + ||r||^4, and w = h / ||r||^2.
+    head = E[:-1] @ u
+    squared = float(head @ head)
+    if squared * FEASIBILITY_LIMIT ** 2 <= 1:
         return None
-    r = E @ u - f
-    return -r[:-1] / r[-1] / top
+    if squared * SOLVABLE_LIMIT ** 2 <= 1:
+        raise IllConditionedError(
+            f"the constraints can only be met, if at all, with ||W|| ~ {1 / np.sqrt(squared):.1e} "
+            f"times 1 / (largest token difference x query, {top:.3g}): margins that small are "
+            "at the data's rounding level, so float64 cannot decide feasibility (near-duplicate "
+            "tokens, or a token almost in the hull of the others)")
+    r2 = 2 * squared / (1 + np.sqrt(max(1 - 4 * squared, 0.0)))
+    return head / r2 / top
 
 
 def _feasible(A: np.ndarray) -> bool:
@@ -114,19 +139,32 @@ def _feasible(A: np.ndarray) -> bool:
     return _min_norm_point(A) is not None
 
 
-def _blocking_example(blocks: list[np.ndarray], diffs: np.ndarray, Z: np.ndarray) -> str:
-    """Explain infeasibility: the first example that cannot be added to the earlier ones."""
+def _scaled_norm(x: np.ndarray, norm: str | None = None) -> float:
+    """``||x||`` without overflow or underflow in the squares (entries of 1e200 or 1e-200)."""
+    top = np.abs(x).max() if x.size else 0.0
+    if not top > 0:
+        return 0.0
+    return float(top * np.linalg.norm(x / top, norm))
+
+
+def _blocking_example(blocks: list[np.ndarray], diffs: np.ndarray, Z: np.ndarray | None) -> str:
+    """Explain infeasibility: the first example that cannot be added to the earlier ones.
+    ``Z`` is ``None`` for the p-SVM (one vector p shared by every example, no queries)."""
     for i, block in enumerate(blocks):
-        if not np.any(Z[i]):
+        if Z is not None and not np.any(Z[i]):
             return f"example {i} has a zero query z_i, so its logits cannot separate any token"
         same = np.flatnonzero(np.abs(diffs[i]).max(axis=1) == 0)
         if same.size:
-            return (f"example {i}: its selected token appears twice in the sequence, so no W "
-                    "can give it a larger logit than its copy")
+            return (f"example {i}: its selected token appears twice in the sequence, so no "
+                    f"{'W' if Z is not None else 'p'} can give it a larger logit than its copy")
         if not _feasible(block):
             return (f"example {i}: its selected token lies in the convex hull of the other tokens "
-                    "of the sequence, so no query direction exposes it")
+                    f"of the sequence (to float64 precision), so no "
+                    f"{'query direction' if Z is not None else 'p'} exposes it")
         if not _feasible(np.concatenate(blocks[: i + 1])):
+            if Z is None:
+                return (f"example {i} conflicts with examples 0..{i - 1}: no single p exposes "
+                        "all their selected keys at once")
             return (f"example {i} conflicts with examples 0..{i - 1} (the queries are linearly "
                     "dependent and ask for incompatible directions)")
     return "the solver reported infeasibility"
@@ -160,33 +198,49 @@ CLARABEL_OPTIONS = {"direct_solve_method": "faer", "max_threads": 1,
 
 
 def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str) -> np.ndarray:
-    """Solve ``min ||w|| s.t. features @ vec(w) >= 1``; the problem must be feasible.
+    """Solve ``min ||w|| s.t. features @ vec(w) >= 1``.
 
     The constraints are rescaled by the norm of the least-norm point, so the solver always sees a
     solution of norm ~1 (instances whose margins are tiny would otherwise need ||w|| ~ 1e5).
     With Clarabel a nuclear-norm problem is solved in its dual form (see ``_compiled``); other
-    solvers get the primal form as the paper writes it.
+    solvers get the primal form as the paper writes it. No warm start: the same input gives the
+    same answer whatever was solved before. Clarabel's answer must meet every constraint to 1e-6;
+    where it does not (or the solver fails), the Frobenius problem falls back on the exact
+    least-norm point and the nuclear one raises :class:`IllConditionedError`.
     """
     start = _min_norm_point(features)
     if start is None:
         raise InfeasibleError("the constraints cannot all be satisfied")
-    scale = np.linalg.norm(start)
+    scale = _scaled_norm(start)
+    if not np.isfinite(scale) or not np.isfinite(start).all():
+        raise IllConditionedError(
+            "the solution's norm overflows float64: the data are too small (rescale X or Z)")
     dual = norm == "nuc" and solver == "CLARABEL" and len(shape) == 2
     problem, A, solution = _compiled(features.shape[0], shape, norm, dual)
-    A.value = features * scale
+    scaled = features * scale
+    A.value = scaled
+    status, w = "solver error", None
     with warnings.catch_warnings():          # accuracy is checked below, on the constraints
         warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-        problem.solve(solver=solver, **(CLARABEL_OPTIONS if solver == "CLARABEL" else {}))
-    w = solution() if problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) else None
+        try:
+            problem.solve(solver=solver, warm_start=False,
+                          **(CLARABEL_OPTIONS if solver == "CLARABEL" else {}))
+            status = problem.status
+            w = solution() if status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) else None
+        except cp.error.SolverError as error:
+            status = f"solver error ({error})"
     # The interior-point answer is held to the constraints; another solver's is returned as it
     # comes (a first-order solver misses them by ~1e-5: that residue is what one asks it to show).
-    if w is not None and (solver != "CLARABEL" or (A.value @ np.ravel(w)).min() >= 1 - 1e-6):
+    if w is not None and (solver != "CLARABEL" or (scaled @ np.ravel(w)).min() >= 1 - 1e-6):
         return np.asarray(w) * scale
-    if norm == "fro":                    # the least-norm point is the Frobenius solution itself
+    least = start / scale
+    if norm == "fro" and (scaled @ least).min() >= 1 - 1e-6:   # the least-norm point solves it
         return start.reshape(shape)
-    raise RuntimeError(f"{solver} returned {problem.status!r} on a feasible problem whose "
-                       f"Frobenius solution has norm {scale:.3g}: it is too ill-conditioned "
-                       "for this solver")
+    raise IllConditionedError(
+        f"{solver} returned {status!r} on a feasible problem whose Frobenius solution has norm "
+        f"{scale:.3g} (relative to the largest feature {np.abs(features).max():.3g}): the "
+        "margins are too small against the data for an accurate solution (near-duplicate "
+        "tokens or nearly dependent queries); separate the tokens more, or use norm='fro'")
 
 
 def _basis(vectors: np.ndarray) -> np.ndarray:
@@ -246,7 +300,7 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
                               + _blocking_example(list(features), diffs, Z)) from None
     W = left @ core @ right.T
     return _result(W, np.einsum("ntd,de,ne->nt", diffs, W, Z), alpha, norm,
-                   float(np.linalg.norm(W, norm)), support_tol, rank_tol)
+                   _scaled_norm(W, norm), support_tol, rank_tol)
 
 
 def p_svm(keys, alpha, support_tol: float = 1e-5) -> SVMResult:
@@ -264,10 +318,9 @@ def p_svm(keys, alpha, support_tol: float = 1e-5) -> SVMResult:
     try:
         p = _solve(A, (d,), "fro", "CLARABEL")
     except InfeasibleError:
-        ones = np.ones((n, d))
         raise InfeasibleError("p-SVM is infeasible: "
-                              + _blocking_example(list(diffs), diffs, ones)) from None
-    return _result(p, diffs @ p, alpha, "fro", float(np.linalg.norm(p)), support_tol)
+                              + _blocking_example(list(diffs), diffs, None)) from None
+    return _result(p, diffs @ p, alpha, "fro", _scaled_norm(p), support_tol)
 
 
 def is_locally_optimal(problem: Problem, alpha, result: SVMResult) -> torch.Tensor:
