@@ -68,7 +68,7 @@ def test_mismatched_trial_dims_rejected():
 
 def test_generator_arguments_validated():
     for bad in (dict(n=0, T=3, d=2), dict(n=2, T=3, d=0)):
-        with pytest.raises(ValueError, match="must be a positive integer"):
+        with pytest.raises(ValueError, match="must be at least 1"):
             A.random_problem(**bad)
     with pytest.raises(ValueError, match="unknown figure 'A9'"):
         A.figure_problem("A9")

@@ -2,6 +2,8 @@
 differences, batched runs against looped runs, the history, determinism, divergence and bad input.
 """
 
+import math
+
 import pytest
 import torch
 
@@ -295,8 +297,11 @@ def test_train_bad_arguments():
     att = A.WAttention.zeros(6, trials=2)
     with pytest.raises(ValueError, match="method must be 'gd' or 'ngd', got 'adam'"):
         A.train(att, problem, 2, method="adam")
-    for kw in (dict(lr=0.0), dict(lr=-1.0), dict(steps=-1), dict(log_every=0)):
-        with pytest.raises(ValueError, match="need steps >= 0, log_every >= 1 and lr > 0"):
+    for kw, message in ((dict(lr=0.0), "lr must be a finite number in"),
+                        (dict(lr=-1.0), "lr must be a finite number in"),
+                        (dict(steps=-1), "steps must be at least 0"),
+                        (dict(log_every=0), "log_every must be at least 1")):
+        with pytest.raises(ValueError, match=message):
             A.train(att, problem, **{"steps": 2, **kw})
     with pytest.raises(ValueError, match="act on dimension 5, the tokens have d=6"):
         A.train(A.WAttention.zeros(5, trials=2), problem, 2)
@@ -340,3 +345,28 @@ def test_cuda_training_matches_cpu():
     for name in ("loss", "norm", "corr", "iterates"):
         assert torch.allclose(getattr(out["cuda"], name).cpu(), getattr(out["cpu"], name),
                               rtol=1e-10, atol=1e-10, equal_nan=True)
+
+
+def test_history_tells_a_settled_direction_from_a_moving_one():
+    """`turn` is the angle the direction moved between logged steps; `unsettled(tol)` flags the
+    runs still turning by more than tol radians per step at the end."""
+    problem = A.random_problem(6, 8, 10, trials=4, generator=A.set_seed(3))
+    att = A.WAttention.zeros(10, trials=4)
+    h = A.train(att, problem, 2000, log_every=100)
+    assert h.turn.shape == (21, 4)
+    assert torch.isnan(h.turn[:2]).all()               # no previous step; W(0) = 0 has no direction
+    assert (h.turn[2:] >= 0).all() and (h.turn[-1] < h.turn[2]).all()       # slows down
+    assert not h.unsettled(1e-3).any() and h.unsettled(1e-12).all()
+    short = A.train(A.WAttention.zeros(10, trials=4), problem, 20, log_every=10)
+    assert short.unsettled(1e-3).all()
+    with pytest.raises(ValueError, match="two logged steps"):
+        A.train(A.WAttention.zeros(10, trials=4), problem, 0).unsettled(1e-3)
+
+
+def test_direction_angle_is_accurate_for_tiny_angles():
+    from attnsvm.train import direction_angle
+    a = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    for angle in (1e-3, 1e-8, 1e-12):
+        b = torch.tensor([math.cos(angle), math.sin(angle)], dtype=torch.float64) * 1e200
+        assert math.isclose(float(direction_angle(a, b, 0)), angle, rel_tol=1e-9)
+    assert torch.isnan(direction_angle(a, torch.zeros(2, dtype=torch.float64), 0))

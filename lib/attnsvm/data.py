@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .utils import DEFAULT_DTYPE, as_tensor, check_shape, get_device
+from .utils import (DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_flag, check_generator,
+                    check_nonempty, check_shape, get_device)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Problem:
         *batch, n, T, d = X.shape
         if T < 2:
             raise ValueError(f"each sequence needs at least 2 tokens to select from, got T={T}")
+        check_nonempty(X, "X")
         check_shape(Y, "Y", (n,), "n")
         check_shape(Z, "Z", (n, d), "n, d")
         check_shape(v, "v", (d,), "d")
@@ -57,6 +59,9 @@ class Problem:
                              "with Y = 2 * Y - 1")
         for name, tensor in (("X", X), ("Y", Y), ("Z", Z), ("v", v)):
             object.__setattr__(self, name, tensor)
+        if not bool(torch.isfinite(self.scores).all()):
+            raise ValueError("the token scores Y_i v^T x_it overflow float "
+                             f"({X.dtype}): X and v are too large; rescale them")
 
     # --- sizes -------------------------------------------------------------------------------
     @property
@@ -125,7 +130,10 @@ class Problem:
                        query_index: int = 0) -> "Problem":
         """Self-attention instance: the query of example ``i`` is its own token ``x_{i, query_index}``."""
         X = as_tensor(X, "X")
-        if X.ndim < 3 or not -X.shape[-2] <= query_index < X.shape[-2]:
+        if X.ndim < 3:
+            raise ValueError(f"X must have shape (..., n, T, d), got {tuple(X.shape)}")
+        query_index = check_count(query_index, "query_index", minimum=-X.shape[-2])
+        if not query_index < X.shape[-2]:
             raise ValueError(f"query_index {query_index} is not a token index of X {tuple(X.shape)}")
         return Problem(X, Y, X[..., query_index, :], v)
 
@@ -144,10 +152,11 @@ def random_problem(n: int, T: int, d: int, *, trials: int | None = None,
     dimension of that size. Random draws always happen on the CPU, so a seed gives the same instance
     on every device.
     """
-    for name, value in (("n", n), ("T", T), ("d", d)):
-        if int(value) < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value}")
-    lead = () if trials is None else (int(trials),)
+    n, T, d = check_count(n, "n", 1), check_count(T, "T", 2), check_count(d, "d", 1)
+    lead = () if trials is None else (check_count(trials, "trials", 1),)
+    check_generator(generator)
+    unit_norm = check_flag(unit_norm, "unit_norm")
+    dtype, device = check_dtype(dtype), get_device(device)
     g = generator
     X = torch.randn(*lead, n, T, d, generator=g, dtype=dtype)
     Z = torch.randn(*lead, n, d, generator=g, dtype=dtype)
@@ -167,6 +176,8 @@ def figure_problem(name: str, *, generator: torch.Generator | None = None,
     ``0.5 N(0, I)`` shifted by ``(-1, 0)``. Both: ``Y = +1``, unit random ``v`` and ``z_i``
     (cross-attention). The draw order (v, X, Z) follows the figures' protocol.
     """
+    check_generator(generator)
+    dtype = check_dtype(dtype)
     g = generator
     if name == "A1":
         n, T = 2, 3

@@ -18,7 +18,8 @@ from typing import Callable
 import torch
 
 from .data import Problem
-from .utils import DEFAULT_DTYPE, as_tensor, get_device
+from .utils import (DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_generator,
+                    check_nonempty, check_positive, get_device)
 
 
 class Attention:
@@ -54,13 +55,15 @@ class WAttention(Attention):
         W = as_tensor(W, "W")
         if W.ndim < 2 or W.shape[-1] != W.shape[-2]:
             raise ValueError(f"W must have shape (..., d, d), got {tuple(W.shape)}")
+        check_nonempty(W, "W")
         self._own({"W": W}, core_dims=2)
 
     @classmethod
     def zeros(cls, d: int, trials: int | None = None, dtype: torch.dtype = DEFAULT_DTYPE,
               device: str | torch.device = "cpu") -> "WAttention":
-        lead = () if trials is None else (trials,)
-        return cls(torch.zeros(*lead, d, d, dtype=dtype, device=get_device(device)))
+        d = check_count(d, "d", 1)
+        lead = () if trials is None else (check_count(trials, "trials", 1),)
+        return cls(torch.zeros(*lead, d, d, dtype=check_dtype(dtype), device=get_device(device)))
 
     @property
     def W(self) -> torch.Tensor:
@@ -83,6 +86,7 @@ class KQAttention(Attention):
         if K.shape != Q.shape or K.ndim < 2:
             raise ValueError(f"K and Q must both have shape (..., d, m), got {tuple(K.shape)} "
                              f"and {tuple(Q.shape)}")
+        check_nonempty(K, "K")
         self._own({"K": K, "Q": Q.to(K)}, core_dims=2)
 
     @classmethod
@@ -90,9 +94,12 @@ class KQAttention(Attention):
              generator: torch.Generator | None = None, dtype: torch.dtype = DEFAULT_DTYPE,
              device: str | torch.device = "cpu") -> "KQAttention":
         """The protocol of paper A's experiments: ``Q(0) = 0``, ``K(0) = scale * N(0, 1)``; ``m = d`` by default."""
-        lead = () if trials is None else (trials,)
-        m = d if m is None else m
-        K = scale * torch.randn(*lead, d, m, generator=generator, dtype=dtype)
+        d = check_count(d, "d", 1)
+        m = d if m is None else check_count(m, "m", 1)
+        lead = () if trials is None else (check_count(trials, "trials", 1),)
+        scale = check_positive(scale, "scale")
+        check_generator(generator)
+        K = scale * torch.randn(*lead, d, m, generator=generator, dtype=check_dtype(dtype))
         dev = get_device(device)
         return cls(K.to(dev), torch.zeros_like(K, device=dev))
 
@@ -122,7 +129,17 @@ class PromptAttention(Attention):
 
     def __init__(self, p: torch.Tensor, key_matrix: torch.Tensor | None = None) -> None:
         p = as_tensor(p, "p")
-        self.key_matrix = None if key_matrix is None else as_tensor(key_matrix, "key_matrix").to(p)
+        if p.ndim < 1:
+            raise ValueError("p must be a vector of shape (..., d), got a scalar")
+        check_nonempty(p, "p")
+        if key_matrix is not None:
+            key_matrix = as_tensor(key_matrix, "key_matrix").to(p)
+            if key_matrix.ndim != 2 or key_matrix.shape[-1] != p.shape[-1]:
+                raise ValueError(f"key_matrix must have shape (d, {p.shape[-1]}) (tokens of "
+                                 f"dimension d to keys of p's dimension), got "
+                                 f"{tuple(key_matrix.shape)}")
+            check_nonempty(key_matrix, "key_matrix")
+        self.key_matrix = key_matrix
         self._own({"p": p}, core_dims=1)
 
     @property
@@ -204,13 +221,20 @@ def empirical_risk(attention: Attention, problem: Problem, head: Head | None = N
 
 def check_loss(loss: str) -> None:
     """Raise ``ValueError`` unless ``loss`` names one of :data:`LOSSES`."""
-    if loss not in LOSSES:
+    if not isinstance(loss, str) or loss not in LOSSES:
         raise ValueError(f"unknown loss {loss!r}; choose one of {sorted(LOSSES)}")
 
 
 def check_compatible(attention: Attention, problem: Problem) -> None:
-    """Raise ``ValueError`` unless the parameters match the problem in dtype and device and their
-    trials dimensions broadcast with the problem's."""
+    """Raise ``TypeError`` unless ``attention`` is an :class:`Attention` and ``problem`` a
+    :class:`Problem`, and ``ValueError`` unless the parameters match the problem in dtype and
+    device and their trials dimensions broadcast with the problem's."""
+    if not isinstance(attention, Attention):
+        raise TypeError(f"attention must be a WAttention, KQAttention or PromptAttention, got "
+                        f"{type(attention).__name__} (wrap a matrix W as A.WAttention(W))")
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__} "
+                        "(build one with A.Problem(X, Y, Z, v))")
     for name, p, k in zip(attention.names, attention.params, attention.core_dims):
         if p.dtype != problem.X.dtype or p.device != problem.X.device:
             raise ValueError(f"parameter {name} is {p.dtype} on {p.device} but the problem is "
@@ -226,6 +250,8 @@ def check_compatible(attention: Attention, problem: Problem) -> None:
 
 def check_head(head: "Head | None", problem: Problem) -> None:
     """Raise ``ValueError`` unless the head acts on vectors of the tokens' dimension ``d``."""
+    if head is not None and not isinstance(head, (LinearHead, MLPHead)):
+        raise TypeError(f"head must be None, a LinearHead or an MLPHead, got {type(head).__name__}")
     if isinstance(head, LinearHead) and head.params:
         width = head.params[0].shape[-1]
     elif isinstance(head, MLPHead):

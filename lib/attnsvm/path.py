@@ -23,7 +23,7 @@ from .gradients import Evaluation, no_worse, risk_and_gradients, supports
 from .metrics import corr
 from .models import (Attention, Head, KQAttention, LinearHead, PromptAttention, WAttention,
                      check_compatible, check_head, check_loss, empirical_risk)
-from .utils import as_tensor, check_count, check_positive
+from .utils import as_tensor, check_count, check_flag, check_positive
 
 
 class PathWarning(UserWarning):
@@ -209,6 +209,7 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
     steps = check_count(steps, "steps")
     initial_step = check_positive(initial_step, "initial_step", upper=1.0)
     tol = check_positive(tol, "tol", upper=1.0)
+    sphere, warn = check_flag(sphere, "sphere"), check_flag(warn, "warn")
     check_loss(loss)
     check_compatible(attention, problem)
     check_head(head, problem)

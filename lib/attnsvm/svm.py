@@ -28,6 +28,7 @@ import torch
 
 from .data import Problem
 from .metrics import numerical_rank
+from .utils import as_tensor, check_positive
 
 
 class InfeasibleError(ValueError):
@@ -65,13 +66,20 @@ class SVMResult:
 
 
 def _numpy(value, name: str) -> np.ndarray:
-    array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-    if array.dtype.kind not in "fiub":
-        raise ValueError(f"{name} must be numeric, got dtype {array.dtype}")
-    array = array.astype(np.float64)
-    if not np.isfinite(array).all():
-        raise ValueError(f"{name} contains NaN or inf")
-    return array
+    return as_tensor(value, name, dtype=torch.float64, device="cpu").numpy()
+
+
+def _check_sizes(X: np.ndarray, name: str) -> None:
+    n, T, d = X.shape
+    if n < 1 or d < 1 or T < 2:
+        raise ValueError(f"{name} has shape {X.shape}: need n >= 1 examples, T >= 2 tokens to "
+                         "select from and d >= 1")
+
+
+def _check_solver(solver) -> None:
+    if not isinstance(solver, str) or solver not in cp.installed_solvers():
+        raise ValueError(f"solver must name an installed cvxpy solver, one of "
+                         f"{cp.installed_solvers()}; got {solver!r}")
 
 
 def _selection(alpha, n: int, T: int) -> np.ndarray:
@@ -281,10 +289,14 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
     """
     if norm not in ("fro", "nuc"):
         raise ValueError(f"norm must be 'fro' or 'nuc', got {norm!r}")
+    rank_tol = check_positive(rank_tol, "rank_tol", upper=1.0)
+    support_tol = check_positive(support_tol, "support_tol", upper=1.0)
+    _check_solver(solver)
     X, Z = _numpy(X, "X"), _numpy(Z, "Z")
     if X.ndim != 3 or Z.shape != (X.shape[0], X.shape[2]):
         raise ValueError(f"X must be (n, T, d) and Z (n, d); got {X.shape} and {Z.shape} "
                          "(solve batched problems one instance at a time)")
+    _check_sizes(X, "X")
     n, T, d = X.shape
     alpha = _selection(alpha, n, T)
     diffs = token_differences(X, alpha)                                   # (n, T-1, d)
@@ -308,9 +320,11 @@ def p_svm(keys, alpha, support_tol: float = 1e-5) -> SVMResult:
 
     With identity key matrix the keys are the tokens; this is Att-SVM with the vector ``W z`` free.
     """
+    support_tol = check_positive(support_tol, "support_tol", upper=1.0)
     K = _numpy(keys, "keys")
     if K.ndim != 3:
         raise ValueError(f"keys must have shape (n, T, d), got {K.shape}")
+    _check_sizes(K, "keys")
     n, T, d = K.shape
     alpha = _selection(alpha, n, T)
     diffs = token_differences(K, alpha)

@@ -20,6 +20,7 @@ from .gradients import risk_and_gradients, supports
 from .metrics import corr, max_probability
 from .models import (Attention, Head, LinearHead, check_compatible, check_head, check_loss,
                      risk_from_logits)
+from .utils import as_tensor, check_count, check_flag, check_positive
 
 
 class TrainingError(ValueError):
@@ -31,7 +32,9 @@ class History:
     """What :func:`train` records, one row per logged step (rows ``steps``, then trial dims).
 
     ``corr`` is the correlation of the combined parameter (``W``, ``K Q^T`` or ``p``) with the
-    reference (NaN without one); ``iterates`` holds the combined parameter when recorded.
+    reference (NaN without one); ``turn`` is the angle (radians) its direction turned since the
+    previous logged step (NaN on the first row): a run whose direction has converged has a last
+    ``turn`` near 0; ``iterates`` holds the combined parameter when recorded.
     """
 
     steps: torch.Tensor
@@ -39,7 +42,30 @@ class History:
     norm: torch.Tensor
     corr: torch.Tensor
     max_prob: torch.Tensor
+    turn: torch.Tensor
     iterates: torch.Tensor | None = None
+
+    def unsettled(self, tol: float) -> torch.Tensor:
+        """Per trial: did the direction still turn by more than ``tol`` radians per step over the
+        last logging interval? (True = not converged in direction by the last step.)"""
+        tol = check_positive(tol, "tol")
+        if len(self.steps) < 2:
+            raise ValueError("need at least two logged steps to tell whether a direction settled")
+        interval = int(self.steps[-1] - self.steps[-2])
+        return ~(self.turn[-1] <= tol * interval)
+
+
+def direction_angle(A: torch.Tensor, B: torch.Tensor, batch_dims: int) -> torch.Tensor:
+    """The angle between two arrays' directions, ``2 atan2(|a - b|, |a + b|)`` on unit vectors:
+    accurate for tiny angles, where ``acos(corr)`` is not. NaN where either is zero."""
+    def unit(x):
+        x = x.flatten(batch_dims)
+        top = x.abs().amax(-1, keepdim=True)
+        x = x / torch.where(top > 0, top, torch.ones_like(top))
+        norm = x.norm(dim=-1, keepdim=True)
+        return x / torch.where(norm > 0, norm, torch.full_like(norm, float("nan")))
+    a, b = unit(A), unit(B)
+    return 2 * torch.atan2((a - b).norm(dim=-1), (a + b).norm(dim=-1))
 
 
 def block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0) -> torch.Tensor:
@@ -81,13 +107,18 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     """
     if method not in ("gd", "ngd"):
         raise ValueError(f"method must be 'gd' or 'ngd', got {method!r}")
-    if steps < 0 or log_every < 1 or lr <= 0:
-        raise ValueError("need steps >= 0, log_every >= 1 and lr > 0")
+    steps, log_every = check_count(steps, "steps"), check_count(log_every, "log_every", 1)
+    lr = check_positive(lr, "lr")
+    eps = check_positive(eps, "eps", allow_zero=True)
+    ridge = check_positive(ridge, "ridge", allow_zero=True)
+    record_iterates, stable = check_flag(record_iterates, "record_iterates"), check_flag(stable, "stable")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable as callback(step, attention), got {callback!r}")
     check_loss(loss)
     check_compatible(attention, problem)
     check_head(head, problem)
     if reference is not None:
-        reference = torch.as_tensor(reference).to(problem.X)
+        reference = as_tensor(reference, "reference", dtype=problem.X.dtype, device=problem.X.device)
         core = attention.core_dims[0]
         shape = tuple(attention.combined().shape)
         if reference.ndim < core or tuple(reference.shape[-core:]) != shape[-core:]:
@@ -97,11 +128,16 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     params = attention.params + head.params
     core = attention.core_dims + head.core_dims
     batch_dims = attention.params[0].ndim - attention.core_dims[0]
-    rows: dict[str, list[torch.Tensor]] = {k: [] for k in ("loss", "norm", "corr", "max_prob", "W")}
+    rows: dict[str, list[torch.Tensor]] = {k: [] for k in ("loss", "norm", "corr", "max_prob", "W",
+                                                          "turn")}
     logged: list[int] = []
+    previous: list[torch.Tensor] = []
 
     def log(step: int, risk: torch.Tensor, probs: torch.Tensor) -> None:
         combined = attention.combined()
+        rows["turn"].append(direction_angle(combined, previous[0], batch_dims) if previous
+                            else torch.full_like(risk.detach(), float("nan")))
+        previous[:] = [combined.clone()]
         logged.append(step)
         rows["loss"].append(risk.detach())
         rows["norm"].append(combined.flatten(batch_dims).norm(dim=-1))
@@ -138,5 +174,5 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
 
     return History(steps=torch.tensor(logged), loss=torch.stack(rows["loss"]),
                    norm=torch.stack(rows["norm"]), corr=torch.stack(rows["corr"]),
-                   max_prob=torch.stack(rows["max_prob"]),
+                   max_prob=torch.stack(rows["max_prob"]), turn=torch.stack(rows["turn"]),
                    iterates=torch.stack(rows["W"]) if record_iterates else None)

@@ -33,17 +33,42 @@ def get_device(device: str | torch.device = "auto") -> torch.device:
     """Resolve ``"auto"`` to CUDA when a GPU is present, else CPU; pass anything else through."""
     if isinstance(device, torch.device):
         return device
+    if not isinstance(device, str):
+        raise TypeError(f"device must be 'auto', 'cpu', 'cuda' or a torch.device, got {device!r}")
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        return torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"device {device!r} is not a device name; use 'auto', 'cpu' or 'cuda'") from None
+
+
+def check_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
+    """A floating-point ``torch.dtype`` (float64 is the book's default)."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating torch dtype such as torch.float64, got {dtype!r}")
+    return dtype
 
 
 def as_tensor(value: Any, name: str, dtype: torch.dtype | None = None,
               device: str | torch.device | None = None) -> torch.Tensor:
-    """Convert ``value`` to a floating tensor (float64 unless told) and reject NaN/inf values."""
-    tensor = torch.as_tensor(value)
+    """Convert ``value`` to a floating tensor (float64 unless told) and reject NaN/inf values.
+
+    Raises ``TypeError`` for objects that are not arrays of real numbers (strings, None, dicts,
+    a :class:`Problem` or an attention where an array is expected) and ``ValueError`` for
+    NaN/inf entries.
+    """
+    if isinstance(value, (str, bytes, dict, set)) or value is None or not (
+            isinstance(value, (torch.Tensor, np.ndarray, list, tuple, int, float, np.number))):
+        raise TypeError(f"{name} must be an array of real numbers (tensor, array or list), "
+                        f"got {type(value).__name__}")
+    try:                                  # lists through NumPy: Python floats stay float64
+        tensor = torch.as_tensor(np.asarray(value) if isinstance(value, (list, tuple)) else value)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be an array of real numbers; could not read "
+                        f"{type(value).__name__} {str(value)[:40]!r} as one") from None
     if not (tensor.is_floating_point() or tensor.dtype in (torch.int32, torch.int64, torch.bool)):
-        raise ValueError(f"{name} must be numeric, got dtype {tensor.dtype}")
+        raise TypeError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
     tensor = tensor.to(dtype=dtype or (tensor.dtype if tensor.is_floating_point() else DEFAULT_DTYPE))
     if device is not None:
         tensor = tensor.to(get_device(device))
@@ -91,3 +116,24 @@ def check_positive(value: Any, name: str, upper: float | None = None,
         bounds = f"{'[0' if allow_zero else '(0'}, {'inf)' if upper is None else f'{upper:g}]'}"
         raise ValueError(f"{name} must be a finite number in {bounds}, got {value!r}")
     return value
+
+
+def check_nonempty(tensor: torch.Tensor, name: str) -> None:
+    """Refuse arrays with a zero-sized dimension (no examples, tokens, features or trials)."""
+    if tensor.numel() == 0:
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)}: every dimension must be at "
+                         "least 1")
+
+
+def check_generator(generator: Any) -> None:
+    """``None`` or a ``torch.Generator`` (from :func:`set_seed`)."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator (e.g. A.set_seed(0)) or None, "
+                        f"got {type(generator).__name__}")
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """A ``bool`` (numbers and strings are refused: ``"no"`` would read as true)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
