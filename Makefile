@@ -4,22 +4,31 @@
 #   make book       execute every chapter and build the HTML book into _build/html (strict: -W)
 #   make test       library unit tests + every chapter notebook through nbval, on 2 workers
 #   make notebooks  export every chapter to .ipynb under _build/html/_notebooks/
+#   make serve      serve _build/html on http://127.0.0.1:8000/ (PORT=...); search shows snippets there
+#   make student    student edition: every chapter as .ipynb without solutions, in _build/student/
+#   make pdf        the whole book as one PDF, _build/pdf/attnsvm.pdf (needs Chromium, no TeX)
 #   make bench      run every bench/*.py
 #   make clean      remove build products (keeps .venv; `make distclean` removes it too)
 #
 # BOOKFLAGS=--all forces Sphinx to re-read (and so re-execute) every page, e.g. after a library change.
+# ATTNSVM_SCALE=quick (book, test, pdf) runs the experiments at a smaller scale; default: the paper's.
 
 SHELL  := /bin/bash
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp
 NB_DIR := _build/html/_notebooks
+STUDENT_DIR := _build/student
+PDF    := _build/pdf/attnsvm.pdf
 BOOKFLAGS ?=
+PORT   ?= 8000
+# The browser that prints the PDF: the first of these on PATH, or CHROMIUM=/path/to/chrome.
+CHROMIUM ?= $(firstword $(foreach b,chromium chromium-browser google-chrome-stable google-chrome,$(shell command -v $(b) 2>/dev/null)))
 
 # Chapters = the text notebooks of book/ (a jupytext front matter with a kernelspec).
 CHAPTERS = $(shell grep -l '^kernelspec:' book/*.md 2>/dev/null)
 
-.PHONY: setup book test notebooks bench clean distclean
+.PHONY: setup book test notebooks serve student pdf bench clean distclean
 
 setup: $(STAMP)
 
@@ -45,6 +54,24 @@ notebooks: setup
 	for f in $(CHAPTERS); do \
 	  $(VENV)/bin/jupytext --quiet --to ipynb -o $(NB_DIR)/$$(basename $${f%.md}).ipynb $$f || exit 1; \
 	done
+
+# The offline search shows result snippets only over http (browsers block them from file://).
+serve:
+	@test -f _build/html/index.html || { echo "make serve: _build/html does not exist yet; run make book first" >&2; exit 1; }
+	@echo "Serving _build/html at http://127.0.0.1:$(PORT)/ (Ctrl-C stops it)"
+	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html
+
+student: setup
+	rm -rf $(STUDENT_DIR)
+	$(PY) tools/student_edition.py --output $(STUDENT_DIR) $(filter book/ch%,$(CHAPTERS))
+
+# One HTML page for the whole book (chapters executed, strict, as in `make book`), printed to PDF
+# by headless Chromium once MathJax has typeset it (tools/print_pdf.py). See README: "PDF".
+pdf:
+	@test -n "$(CHROMIUM)" || { echo "make pdf: Chromium not found; it prints the book to PDF. Install it (Debian/Ubuntu: sudo apt-get install chromium) or name it: make pdf CHROMIUM=/path/to/chrome" >&2; exit 1; }
+	$(MAKE) --no-print-directory setup
+	$(VENV)/bin/jupyter-book build -W -n --keep-going --builder singlehtml $(BOOKFLAGS) .
+	$(PY) tools/print_pdf.py --chromium "$(CHROMIUM)" _build/singlehtml/index.html $(PDF)
 
 bench: setup
 	for f in bench/*.py; do \
