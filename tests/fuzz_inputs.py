@@ -270,12 +270,53 @@ def training_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
     return cases
 
 
+def method_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
+    """Methods and helpers around the entry points: trials, stacking, casts, heads, risks."""
+    P, B = _base(3), A.random_problem(2, 3, 4, trials=3, generator=A.set_seed(4))
+    W = A.WAttention.zeros(4)
+    cases = []
+    for index in (3, -4, 1.5, "0", None):
+        cases.append(("index", f"trial({index!r})", lambda i=index: B.trial(i)))
+    for problems in ([P, A.random_problem(2, 4, 4)], [P, P.X], "P", [P, B]):
+        cases.append(("stack", f"stack of {type(problems).__name__}", lambda p=problems: A.Problem.stack(p)))
+    for value in (torch.int64, "float64", 3):
+        cases.append(("type", f"to(dtype={value!r})", lambda v=value: P.to(dtype=v)))
+    for value in ("nodevice", 5):
+        cases.append(("type", f"to(device={value!r})", lambda v=value: P.to(device=v)))
+    for Z in (torch.ones(3, 4), torch.full((2, 4), math.nan), "Z"):
+        cases.append(("shape", "with_queries", lambda z=Z: P.with_queries(z)))
+    for value in (P.X, "P", None):
+        for name, fn in (("logits", W.logits), ("probabilities", W.probabilities)):
+            cases.append(("type", f"{name}({type(value).__name__})", lambda f=fn, v=value: f(v)))
+        cases.append(("type", f"empirical_risk(problem={type(value).__name__})",
+                      lambda v=value: A.empirical_risk(W, v)))
+        cases.append(("type", f"predict(attention={type(value).__name__})",
+                      lambda v=value: A.predict(v, P)))
+    for V, a in ((torch.ones(4), None), (torch.ones(4, 3), torch.ones(2)), ("V", None),
+                 (torch.full((4, 3), math.nan), None), (torch.ones(4, 0), None)):
+        cases.append(("head", "MLPHead", lambda V=V, a=a: A.MLPHead(V, a)))
+    for v in (torch.tensor(1.0), torch.ones(0), "v", torch.full((4,), math.inf)):
+        cases.append(("head", "LinearHead", lambda v=v: A.LinearHead(v)))
+    cases.append(("head", "MLPHead of width 5 on d = 4",
+                  lambda: A.empirical_risk(W, P, A.MLPHead(torch.ones(5, 2)))))
+    for alpha in ([0], [0, 3], "a", [0.5, 1.0]):
+        cases.append(("selection", f"is_locally_optimal alpha={alpha!r}",
+                      lambda a=alpha: A.is_locally_optimal(P, a, A.att_svm(P.X, P.Z, P.opt))))
+    cases.append(("type", "is_locally_optimal(result=None)", lambda: A.is_locally_optimal(P, P.opt, None)))
+    cases.append(("type", "classify_selections(tensor)", lambda: A.classify_selections(P.X)))
+    cases.append(("type", "selection_kind(tensor)", lambda: A.selection_kind(P.X, [0, 0])))
+    cases.append(("reference", "train: zero reference",
+                  lambda: A.train(A.WAttention.zeros(4), P, 3, reference=torch.zeros(4, 4))))
+    return cases
+
+
 ENTRY_POINTS = {
     "Problem": problem_cases,
     "random_problem / figure_problem": generator_cases,
     "attention classes": attention_cases,
     "att_svm / p_svm": svm_cases,
     "train / regularization_path": training_cases,
+    "methods and helpers": method_cases,
 }
 
 

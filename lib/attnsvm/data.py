@@ -101,13 +101,17 @@ class Problem:
     def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "Problem":
         """Move every array to ``device`` (``"auto"`` allowed) and/or cast to ``dtype``."""
         dev = get_device(device) if device is not None else self.X.device
-        kw = {"device": dev, "dtype": dtype or self.X.dtype}
+        kw = {"device": dev, "dtype": self.X.dtype if dtype is None else check_dtype(dtype)}
         return Problem(self.X.to(**kw), self.Y.to(**kw), self.Z.to(**kw), self.v.to(**kw))
 
     def trial(self, index: int) -> "Problem":
         """The instance number ``index`` of a batched problem (leading dimension)."""
         if not self.batch_shape:
             raise ValueError("this problem has no trials dimension")
+        count = self.batch_shape[0]
+        index = check_count(index, "index", minimum=-count)
+        if index >= count:
+            raise ValueError(f"index {index} is out of range for {count} trials")
         v = self.v[index] if self.v.ndim > 1 else self.v
         return Problem(self.X[index], self.Y[index], self.Z[index], v)
 
@@ -118,8 +122,14 @@ class Problem:
     @staticmethod
     def stack(problems: list["Problem"]) -> "Problem":
         """Stack same-sized instances along a new leading trials dimension."""
+        if not isinstance(problems, (list, tuple)) or not all(isinstance(p, Problem) for p in problems):
+            raise TypeError("stack needs a list of Problem instances")
         if not problems:
             raise ValueError("stack needs at least one problem")
+        shapes = {(p.batch_shape, p.n, p.T, p.d, p.X.dtype, p.X.device) for p in problems}
+        if len(shapes) > 1:
+            raise ValueError("stack needs problems of one size, dtype and device; got "
+                             f"{sorted(str(s[:4]) for s in shapes)}")
         d = problems[0].d
         return Problem(torch.stack([p.X for p in problems]), torch.stack([p.Y for p in problems]),
                        torch.stack([p.Z for p in problems]),

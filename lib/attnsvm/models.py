@@ -172,7 +172,12 @@ class LinearHead:
     """``h(r) = v^T r``; ``v`` comes from the problem unless given (then trainable, paper B)."""
 
     def __init__(self, v: torch.Tensor | None = None) -> None:
-        self.params = [] if v is None else [as_tensor(v, "v").detach().clone().requires_grad_(True)]
+        if v is not None:
+            v = as_tensor(v, "v")
+            if v.ndim < 1:
+                raise ValueError("v must be a vector of shape (..., d), got a scalar")
+            check_nonempty(v, "v")
+        self.params = [] if v is None else [v.detach().clone().requires_grad_(True)]
         self.names = [] if v is None else ["v"]
         self.core_dims = [1] * len(self.params)
 
@@ -186,7 +191,13 @@ class MLPHead:
 
     def __init__(self, V: torch.Tensor, a: torch.Tensor | None = None) -> None:
         self.V = as_tensor(V, "V")
+        if self.V.ndim < 2:
+            raise ValueError(f"V must have shape (..., d, k), got {tuple(self.V.shape)}")
+        check_nonempty(self.V, "V")
         self.a = torch.ones(self.V.shape[-1], dtype=self.V.dtype) if a is None else as_tensor(a, "a")
+        if tuple(self.a.shape) != (self.V.shape[-1],):
+            raise ValueError(f"a must have shape ({self.V.shape[-1]},), one weight per column of "
+                             f"V, got {tuple(self.a.shape)}")
         self.params: list[torch.Tensor] = []
         self.names: list[str] = []
         self.core_dims: list[int] = []
@@ -209,6 +220,8 @@ Head = LinearHead | MLPHead
 def predict(attention: Attention, problem: Problem, head: Head | None = None,
             stable: bool = True) -> torch.Tensor:
     """Model outputs ``f(X_i) = h(X_i^T S(X_i W z_i))``, shape ``(*B, n)``."""
+    check_compatible(attention, problem)
+    check_head(head, problem)
     head = head or LinearHead()
     return head(attention_output(problem.X, attention.logits(problem), stable), problem)
 
@@ -216,6 +229,8 @@ def predict(attention: Attention, problem: Problem, head: Head | None = None,
 def empirical_risk(attention: Attention, problem: Problem, head: Head | None = None,
                    loss: str = "logistic", stable: bool = True) -> torch.Tensor:
     """``L = (1/n) sum_i loss(Y_i f(X_i))`` per trial, shape ``(*B,)`` (paper A eq. (ERM))."""
+    check_compatible(attention, problem)
+    check_head(head, problem)
     return risk_from_logits(attention.logits(problem), problem, head, loss, stable)
 
 
@@ -272,5 +287,7 @@ def risk_from_logits(logits: torch.Tensor, problem: Problem, head: Head | None =
 
 
 def _check_dim(problem: Problem, d: int) -> None:
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     if problem.d != d:
         raise ValueError(f"the attention parameters act on dimension {d}, the tokens have d={problem.d}")

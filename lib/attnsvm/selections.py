@@ -24,6 +24,8 @@ MAX_SELECTIONS = 100_000
 def selection_kind(problem: Problem, alpha, norm: str = "fro") -> tuple[str, SVMResult | None]:
     """The kind of one selection (an entry of :data:`KINDS`) and its SVM solution (None if
     infeasible). ``problem`` is one instance (no trials dimension)."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     if problem.batch_shape:
         raise ValueError("pass one instance (use problem.trial(b) on batched problems)")
     alpha = torch.as_tensor(alpha)
@@ -48,6 +50,8 @@ def classify_selections(problem: Problem, norm: str = "fro"
     ``ValueError`` when ``T^n`` exceeds :data:`MAX_SELECTIONS` (use :func:`selection_kind` on the
     selections you need instead).
     """
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     if problem.batch_shape:
         raise ValueError("pass one instance (use problem.trial(b) on batched problems)")
     if problem.T ** problem.n > MAX_SELECTIONS:

@@ -341,10 +341,15 @@ def is_locally_optimal(problem: Problem, alpha, result: SVMResult) -> torch.Tens
     """Local optimality of ``alpha`` (paper A Def. 2): ``gamma_{i,alpha_i} > gamma_it`` for every
     support token ``t`` of example ``i``. Returns one boolean per example, shape ``(n,)``.
     """
+    if not isinstance(problem, Problem) or not isinstance(result, SVMResult):
+        raise TypeError("is_locally_optimal needs a Problem and the SVMResult of att_svm")
     if problem.batch_shape:
         raise ValueError("pass one instance (use problem.trial(b) on batched problems)")
     scores = problem.scores.cpu()
-    alpha = torch.as_tensor(alpha).cpu()
+    alpha = torch.from_numpy(_selection(alpha, problem.n, problem.T))
+    if tuple(result.support.shape) != (problem.n, problem.T):
+        raise ValueError(f"the result is for {tuple(result.support.shape)} (n, T), the problem "
+                         f"has {(problem.n, problem.T)}")
     selected = scores.gather(-1, alpha.unsqueeze(-1))
     beaten = (scores < selected) | ~result.support
     return beaten.all(dim=-1)

@@ -119,6 +119,8 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     check_head(head, problem)
     if reference is not None:
         reference = as_tensor(reference, "reference", dtype=problem.X.dtype, device=problem.X.device)
+        if not bool(reference.abs().amax() > 0):
+            raise ValueError("reference must be a nonzero direction (e.g. an Att-SVM solution)")
         core = attention.core_dims[0]
         shape = tuple(attention.combined().shape)
         if reference.ndim < core or tuple(reference.shape[-core:]) != shape[-core:]:
