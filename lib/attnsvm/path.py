@@ -26,6 +26,9 @@ from .models import (Attention, Head, KQAttention, LinearHead, PromptAttention, 
 from .utils import as_tensor, check_count, check_flag, check_positive
 
 
+MEMORY = 10          # accepted losses the non-monotone step test looks back on
+
+
 class PathWarning(UserWarning):
     """The regularization path did not converge at some radius (see :attr:`PathResult.converged`)."""
 
@@ -254,8 +257,13 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
                 p.copy_(a)
             direction, tangential = _search_direction(params, best.grads, core, rho, sphere, cone)
         step = torch.full_like(norm, initial_step * rho)
+        # Non-monotone test (Grippo, Lampariello and Lucidi 1986): a step is accepted when its loss
+        # is no larger than the largest of the last MEMORY accepted ones, which lets Barzilai-
+        # Borwein steps cross curved valleys; the best point seen is what the radius returns.
+        current, recent = best, [best]
+        kept, kept_tangential = [a.clone() for a in accepted], tangential
         for _ in range(steps):
-            active = ~(tangential <= 0.1 * tol)             # a trial stops once well converged
+            active = ~(kept_tangential <= 0.1 * tol)        # a trial stops once well converged
             if not bool(active.any()):
                 break
             with torch.no_grad():
@@ -270,7 +278,10 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
                     p.copy_(m)
             trial = evaluate()
             with torch.no_grad():
-                better = no_worse(trial, best)
+                worst = recent[0]
+                for other in recent[1:]:
+                    worst = _select(no_worse(worst, other), other, worst)
+                accept = no_worse(trial, worst) & active
                 new_direction, new_tangential = _search_direction(params, trial.grads, core, rho,
                                                                   sphere, cone)
                 # Barzilai-Borwein length from the accepted move; halve after a rejection
@@ -279,13 +290,20 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
                 sy = sum((a * b).flatten(a.ndim - k).sum(-1) for a, b, k in zip(s_k, y_k, core))
                 ss = sum(a.flatten(a.ndim - k).pow(2).sum(-1) for a, k in zip(s_k, core))
                 bb = torch.where(sy > 0, ss / sy.clamp_min(1e-300), 2 * step)
-                step = torch.where(better, bb.clamp(max=0.5 * rho), 0.5 * step)
-                best = _select(better, trial, best)
-                tangential = torch.where(better, new_tangential, tangential)
-                for p, a, u, v, k in zip(params, accepted, direction, new_direction, core):
-                    a.copy_(torch.where(_expand(better, k), p, a))
-                    u.copy_(torch.where(_expand(better, k), v, u))
-                    p.copy_(a)
+                step = torch.where(accept, bb.clamp(max=0.5 * rho), 0.5 * step)
+                current = _select(accept, trial, current)
+                recent = (recent + [current])[-MEMORY:]
+                improved = accept & no_worse(trial, best)
+                best = _select(improved, trial, best)
+                kept_tangential = torch.where(improved, new_tangential, kept_tangential)
+                for p, a, b, u, v, k in zip(params, accepted, kept, direction, new_direction, core):
+                    b.copy_(torch.where(_expand(improved, k), p, b))
+                    a.copy_(torch.where(_expand(accept, k), p, a))
+                    u.copy_(torch.where(_expand(accept, k), v, u))
+        with torch.no_grad():
+            for p, b in zip(params, kept):
+                p.copy_(b)
+        tangential = kept_tangential
         converged = tangential <= tol
         if reference is not None:
             scaled = _reference_attention(attention, reference, R)

@@ -126,8 +126,9 @@ def _min_norm_point(A: np.ndarray) -> np.ndarray | None:
     f = np.zeros(E.shape[0])
     f[-1] = 1.0
     u, _ = scipy.optimize.nnls(E, f)
-    # r = E u - f satisfies r_last = -||r||^2 at the optimum; r_last = sum(u) - 1 cancels, so use
-    # the accurate head h = A^T u / top of r: ||r||^2 = ||h||^2 + ||r||^4, and w = h / ||r||^2.
+    # r = E u - f satisfies r_last = -||r||^2 at the optimum, and w = h / ||r||^2 with the head
+    # h = A^T u / top of r. When ||r||^2 is small, r_last = sum(u) - 1 cancels: take it from
+    # ||r||^2 = ||h||^2 + ||r||^4 instead (its small root, accurate there).
     head = E[:-1] @ u
     squared = float(head @ head)
     if squared * FEASIBILITY_LIMIT ** 2 <= 1:
@@ -138,7 +139,9 @@ def _min_norm_point(A: np.ndarray) -> np.ndarray | None:
             f"times 1 / (largest token difference x query, {top:.3g}): margins that small are "
             "at the data's rounding level, so float64 cannot decide feasibility (near-duplicate "
             "tokens, or a token almost in the hull of the others)")
-    r2 = 2 * squared / (1 + np.sqrt(max(1 - 4 * squared, 0.0)))
+    r2 = 1.0 - u.sum()                     # = ||r||^2; accurate unless it is small ...
+    if r2 < 1e-4:                          # ... where the small root of r2 = |h|^2 + r2^2 is
+        r2 = 2 * squared / (1 + np.sqrt(max(1 - 4 * squared, 0.0)))
     return head / r2 / top
 
 
@@ -212,9 +215,11 @@ def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str)
     solution of norm ~1 (instances whose margins are tiny would otherwise need ||w|| ~ 1e5).
     With Clarabel a nuclear-norm problem is solved in its dual form (see ``_compiled``); other
     solvers get the primal form as the paper writes it. No warm start: the same input gives the
-    same answer whatever was solved before. Clarabel's answer must meet every constraint to 1e-6;
-    where it does not (or the solver fails), the Frobenius problem falls back on the exact
-    least-norm point and the nuclear one raises :class:`IllConditionedError`.
+    same answer whatever was solved before. The Frobenius problem *is* the least-distance problem
+    that the exact NNLS screen solves, so with the default solver its answer is returned directly
+    once it meets every constraint to 1e-6 (``solver="SCS"`` still runs SCS, to show its residue).
+    Clarabel's nuclear answer must meet the constraints to 1e-6, or the nuclear problem raises
+    :class:`IllConditionedError`.
     """
     start = _min_norm_point(features)
     if start is None:
@@ -223,6 +228,10 @@ def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str)
     if not np.isfinite(scale) or not np.isfinite(start).all():
         raise IllConditionedError(
             "the solution's norm overflows float64: the data are too small (rescale X or Z)")
+    least = start / scale
+    if norm == "fro" and solver == "CLARABEL":    # the least-norm point IS the Frobenius solution
+        if (features * scale @ least).min() >= 1 - 1e-6:
+            return start.reshape(shape)
     dual = norm == "nuc" and solver == "CLARABEL" and len(shape) == 2
     problem, A, solution = _compiled(features.shape[0], shape, norm, dual)
     scaled = features * scale
@@ -241,7 +250,6 @@ def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str)
     # comes (a first-order solver misses them by ~1e-5: that residue is what one asks it to show).
     if w is not None and (solver != "CLARABEL" or (scaled @ np.ravel(w)).min() >= 1 - 1e-6):
         return np.asarray(w) * scale
-    least = start / scale
     if norm == "fro" and (scaled @ least).min() >= 1 - 1e-6:   # the least-norm point solves it
         return start.reshape(shape)
     raise IllConditionedError(
