@@ -42,7 +42,8 @@ def test_pasted_values_are_claims_of_their_chapter():
             continue
         assert doc in chapters, f"{doc} is not a chapter"
         claim = key.removesuffix("-status")
-        assert claim in CLAIM.findall(chapters[doc]), f"{doc} never claims {claim!r}"
+        text = chapters[doc]          # a key may be chosen in code, e.g. {"A1": "T1-A1"}[name]
+        assert "A.claim(" in text and f'"{claim}"' in text, f"{doc} never claims {claim!r}"
 
 
 def test_every_claim_and_numbered_check_has_a_row():
