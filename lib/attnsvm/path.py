@@ -1,14 +1,18 @@
-"""The regularization path (paper A Theorems 1-2, paper B Theorem 1; THEORY.md section 3).
+"""The regularization path (paper A, regularization paths of W and of (K, Q); paper B, of p;
+THEORY.md section 3).
 
 ``W_R = argmin_{||W||_F <= R} L(W)`` for the W (and p) parameterization, and
 ``(K_R, Q_R) = argmin_{||K||_F^2 + ||Q||_F^2 <= 2R} L(K, Q)`` for the factored one, computed for a
 grid of radii, warm-started from one radius to the next and batched over trials.
 
-Each constrained problem is solved by projected *normalized* gradient steps with a per-trial step
-length that grows by 1.2 while consecutive moves agree and halves when they reverse. Normalizing
-matters: at large R the loss gradient is exponentially small but, computed re-centred, accurate,
-and its direction is what the projection needs. An optional cone ``corr(W, D) >= 1 - mu`` restricts
-the path to a neighbourhood of a direction ``D`` (the *local* regularization path).
+Each constrained problem is solved by projected gradient steps along the gradient divided by its
+norm (at large R the gradient is exponentially small but, computed re-centred, accurate), of
+Barzilai-Borwein length, accepted by a non-monotone test on the loss. At large R the losses of two
+points agree to every float64 digit, so they are compared through their cancellation-free excess
+over the top tokens' loss (``gradients.no_worse``). The first-order residual ``tangential`` and,
+given a reference direction, a comparison with its scaled copy, tell a converged path from one
+that is not (:attr:`PathResult.converged`, :class:`PathWarning`). An optional cone
+``corr(W, D) >= 1 - mu`` restricts the path to a neighbourhood of ``D`` (the local path).
 """
 
 from __future__ import annotations
@@ -182,11 +186,12 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
                         warn: bool = True) -> PathResult:
     """Minimize the loss over growing norm balls; ``attention`` gives the start and is updated.
 
-    Each radius is solved by projected normalized gradient steps with a descent guarantee: a step
-    that does not lower the loss (compared exactly, see ``gradients.no_worse``) is rejected and
-    its length halved; accepted steps grow by 1.2 unless consecutive moves reverse. Each radius
-    starts from the better of the previous iterate and its rescaling onto the new sphere, so the
-    loss never increases along the path.
+    Each radius is solved by projected gradient steps (the gradient divided by its norm) of
+    Barzilai-Borwein length, with a non-monotone acceptance test on the loss compared exactly
+    (``gradients.no_worse``); a rejected step halves. Each radius starts from the best of the
+    previous iterate, its rescaling onto the new sphere and (with ``reference``) the scaled
+    reference, and returns the best point it has seen: the loss never increases along the path,
+    nor within a radius from its start.
 
     Args:
         attention: ``WAttention``/``PromptAttention`` (ball ``||W||_F <= R``) or ``KQAttention``
