@@ -76,10 +76,15 @@ def _check_sizes(X: np.ndarray, name: str) -> None:
                          "select from and d >= 1")
 
 
+@lru_cache(maxsize=1)
+def _installed_solvers() -> tuple[str, ...]:
+    return tuple(cp.installed_solvers())
+
+
 def _check_solver(solver) -> None:
-    if not isinstance(solver, str) or solver not in cp.installed_solvers():
+    if not isinstance(solver, str) or solver not in _installed_solvers():
         raise ValueError(f"solver must name an installed cvxpy solver, one of "
-                         f"{cp.installed_solvers()}; got {solver!r}")
+                         f"{list(_installed_solvers())}; got {solver!r}")
 
 
 def _selection(alpha, n: int, T: int) -> np.ndarray:
