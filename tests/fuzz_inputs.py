@@ -305,6 +305,17 @@ def method_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
     cases.append(("type", "is_locally_optimal(result=None)", lambda: A.is_locally_optimal(P, P.opt, None)))
     cases.append(("type", "classify_selections(tensor)", lambda: A.classify_selections(P.X)))
     cases.append(("type", "selection_kind(tensor)", lambda: A.selection_kind(P.X, [0, 0])))
+    for value in (P.X, "P", None):
+        cases.append(("type", f"optimal_risk({type(value).__name__})", lambda v=value: A.optimal_risk(v)))
+        cases.append(("type", f"excess_risk(problem={type(value).__name__})",
+                      lambda v=value: A.excess_risk(W, v)))
+        cases.append(("type", f"excess_risk(attention={type(value).__name__})",
+                      lambda v=value: A.excess_risk(v, P)))
+    for value in ("hinge", None, 3):
+        cases.append(("option", f"optimal_risk(loss={value!r})", lambda v=value: A.optimal_risk(P, v)))
+        cases.append(("option", f"excess_risk(loss={value!r})", lambda v=value: A.excess_risk(W, P, v)))
+    cases.append(("head", "excess_risk of a prompt model with a wrong d",
+                  lambda: A.excess_risk(A.PromptAttention(torch.ones(3, dtype=F64)), P)))
     cases.append(("reference", "train: zero reference",
                   lambda: A.train(A.WAttention.zeros(4), P, 3, reference=torch.zeros(4, 4))))
     return cases

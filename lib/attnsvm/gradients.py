@@ -20,7 +20,8 @@ from typing import NamedTuple
 import torch
 
 from .data import Problem
-from .models import LOSSES, Attention, KQAttention, PromptAttention, WAttention
+from .models import (LOSSES, Attention, KQAttention, PromptAttention, WAttention, check_compatible,
+                     check_loss)
 
 LOSS_DERIVATIVES = {                         # loss'(u) for each entry of models.LOSSES
     "logistic": lambda u: -torch.sigmoid(-u),
@@ -61,6 +62,36 @@ def no_worse(new: Evaluation, old: Evaluation, rounding: float = 8.0) -> torch.T
     ulp = rounding * torch.finfo(new.risk.dtype).eps
     return torch.where(same, new.excess <= old.excess + ulp * old.excess.abs(),
                        new.risk <= old.risk + ulp * old.risk.abs())
+
+
+def optimal_risk(problem: Problem, loss: str = "logistic") -> torch.Tensor:
+    """``L* = (1/n) sum_i loss(gamma_{i,opt_i})`` per trial: the risk of all attention on the
+    optimal tokens. Every finite W has a larger risk; L* is the infimum when Att-SVM(opt) is
+    feasible (otherwise the infimum is larger; paper A, optimal tokens minimise the risk)."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
+    check_loss(loss)
+    return LOSSES[loss](problem.scores.max(dim=-1).values).mean(-1)
+
+
+def excess_over_optimal(evaluation: Evaluation, problem: Problem, loss: str) -> torch.Tensor:
+    """``L - L*`` per trial, without cancellation: the evaluation's excess over its top tokens plus
+    ``(1/n) sum_i [loss(gamma_{i,top}) - loss(gamma_{i,opt})]`` (0 where the top tokens are opt)."""
+    scores = problem.scores
+    best = scores.max(dim=-1).values
+    top = scores.gather(-1, evaluation.top.unsqueeze(-1)).squeeze(-1)
+    return evaluation.excess + LOSS_INCREMENTS[loss](best, top - best).mean(-1)
+
+
+def excess_risk(attention: Attention, problem: Problem, loss: str = "logistic") -> torch.Tensor:
+    """``L - L*`` per trial for the problem's fixed linear head (see :func:`optimal_risk`),
+    accurate to relative precision however saturated the softmax (where ``L`` and ``L*`` agree to
+    every float64 digit, their difference computed directly is 0 or rounding noise)."""
+    check_loss(loss)
+    check_compatible(attention, problem)
+    if not supports(attention):
+        raise ValueError("excess_risk needs a WAttention, KQAttention or PromptAttention")
+    return excess_over_optimal(risk_and_gradients(attention, problem, loss), problem, loss)
 
 
 def supports(attention: Attention) -> bool:
