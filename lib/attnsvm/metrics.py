@@ -21,13 +21,13 @@ def corr(A, B, batch_dims: int = 0) -> torch.Tensor:
     if not dtype.is_floating_point:
         dtype = torch.float64
     A, B = torch.broadcast_tensors(A.to(dtype), B.to(device=A.device, dtype=dtype))
-    A, B = _unit_scale(A.flatten(batch_dims)), _unit_scale(B.flatten(batch_dims))
+    A, B = unit_scale(A.flatten(batch_dims)), unit_scale(B.flatten(batch_dims))
     inner = (A * B).sum(-1)
     norms = A.norm(dim=-1) * B.norm(dim=-1)
     return torch.where(norms > 0, inner / norms, torch.full_like(inner, float("nan")))
 
 
-def _unit_scale(x: torch.Tensor) -> torch.Tensor:
+def unit_scale(x: torch.Tensor) -> torch.Tensor:
     """Divide each row by its largest entry, so squares neither overflow nor underflow."""
     top = x.abs().amax(dim=-1, keepdim=True)
     return x / torch.where(top > 0, top, torch.ones_like(top))

@@ -154,10 +154,9 @@ def _reference_attention(attention: Attention, reference: torch.Tensor, R: float
     return WAttention(R * reference / torch.linalg.matrix_norm(reference)[..., None, None])
 
 
-def _reference_start(attention: Attention, reference: torch.Tensor, R: float) -> list[torch.Tensor]:
-    """Parameters whose combined value is the scaled reference (balanced factors for (K, Q),
-    truncated to the width m when the reference has a larger rank)."""
-    scaled = _reference_attention(attention, reference, R).combined()
+def _reference_start(attention: Attention, scaled: torch.Tensor) -> list[torch.Tensor]:
+    """Parameters of ``attention``'s kind whose combined value is ``scaled`` (balanced factors for
+    (K, Q), truncated to the width m when ``scaled`` has a larger rank)."""
     if not isinstance(attention, KQAttention):
         return [scaled]
     m = attention.K.shape[-1]
@@ -240,7 +239,8 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
             if not sphere and bool((norm <= rho * (1 + 1e-12)).all()):
                 starts.append([p.clone() for p in params])    # the old point lies in the new ball
             if reference is not None:
-                starts.append(_reference_start(attention, reference, R))
+                scaled = _reference_attention(attention, reference, R)
+                starts.append(_reference_start(attention, scaled.combined()))
             if cone is not None:
                 for start in starts:
                     start[0] = _project_cone(start[0], cone[0], 1 - cone[1], core[0])
@@ -310,11 +310,8 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
                 p.copy_(b)
         tangential = kept_tangential
         converged = tangential <= tol
-        if reference is not None:
-            scaled = _reference_attention(attention, reference, R)
-            with torch.no_grad():
-                ref_eval = risk_and_gradients(scaled, problem, loss, values) if closed_form else \
-                    _risk_only(empirical_risk(scaled, problem, head, loss), problem, [])
+        if reference is not None:                  # compared the way the path's points are
+            ref_eval = _evaluate(scaled, problem, head, loss, values)
             converged = no_worse(best, ref_eval) & (converged | torch.isnan(tangential))
             out["ref"].append(ref_eval.risk.detach())
         out["W"].append(attention.combined().clone())

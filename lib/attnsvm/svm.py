@@ -233,13 +233,12 @@ def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str)
     if not np.isfinite(scale) or not np.isfinite(start).all():
         raise IllConditionedError(
             "the solution's norm overflows float64: the data are too small (rescale X or Z)")
-    least = start / scale
-    if norm == "fro" and solver == "CLARABEL":    # the least-norm point IS the Frobenius solution
-        if (features * scale @ least).min() >= 1 - 1e-6:
-            return start.reshape(shape)
+    scaled = features * scale
+    least_solves = norm == "fro" and (scaled @ (start / scale)).min() >= 1 - 1e-6
+    if least_solves and solver == "CLARABEL":     # the least-norm point IS the Frobenius solution
+        return start.reshape(shape)
     dual = norm == "nuc" and solver == "CLARABEL" and len(shape) == 2
     problem, A, solution = _compiled(features.shape[0], shape, norm, dual)
-    scaled = features * scale
     A.value = scaled
     status, w = "solver error", None
     with warnings.catch_warnings():          # accuracy is checked below, on the constraints
@@ -255,7 +254,7 @@ def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str)
     # comes (a first-order solver misses them by ~1e-5: that residue is what one asks it to show).
     if w is not None and (solver != "CLARABEL" or (scaled @ np.ravel(w)).min() >= 1 - 1e-6):
         return np.asarray(w) * scale
-    if norm == "fro" and (scaled @ least).min() >= 1 - 1e-6:   # the least-norm point solves it
+    if least_solves:                                 # another solver failed: the exact answer
         return start.reshape(shape)
     raise IllConditionedError(
         f"{solver} returned {status!r} on a feasible problem whose Frobenius solution has norm "

@@ -17,7 +17,7 @@ import torch
 
 from .data import Problem
 from .gradients import risk_and_gradients, supports
-from .metrics import corr, max_probability
+from .metrics import corr, max_probability, unit_scale
 from .models import (Attention, Head, LinearHead, check_compatible, check_head, check_loss,
                      risk_from_logits)
 from .utils import as_tensor, check_count, check_flag, check_positive
@@ -59,9 +59,7 @@ def direction_angle(A: torch.Tensor, B: torch.Tensor, batch_dims: int) -> torch.
     """The angle between two arrays' directions, ``2 atan2(|a - b|, |a + b|)`` on unit vectors:
     accurate for tiny angles, where ``acos(corr)`` is not. NaN where either is zero."""
     def unit(x):
-        x = x.flatten(batch_dims)
-        top = x.abs().amax(-1, keepdim=True)
-        x = x / torch.where(top > 0, top, torch.ones_like(top))
+        x = unit_scale(x.flatten(batch_dims))
         norm = x.norm(dim=-1, keepdim=True)
         return x / torch.where(norm > 0, norm, torch.full_like(norm, float("nan")))
     a, b = unit(A), unit(B)
