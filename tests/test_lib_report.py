@@ -68,3 +68,53 @@ def test_classify_selections_rejects_batches_and_huge_counts():
         A.classify_selections(P)
     with pytest.raises(ValueError, match="selections is more than"):
         A.classify_selections(A.random_problem(20, 4, 2, generator=A.set_seed(0)))
+
+
+def test_proportion_interval_is_wilson_and_contains_the_rate():
+    low, high = A.proportion_interval(17, 100)
+    assert abs(low - 0.1093) < 5e-4 and abs(high - 0.2552) < 5e-4     # Wilson 95%, by hand
+    assert A.proportion_interval(0, 50)[0] == 0.0 and A.proportion_interval(0, 50)[1] > 0.05
+    assert A.proportion_interval(50, 50)[1] == 1.0 and A.proportion_interval(50, 50)[0] < 0.95
+    for count, total in ((1, 3), (250, 500), (499, 500)):
+        low, high = A.proportion_interval(count, total)
+        assert low < count / total < high
+
+
+@pytest.mark.parametrize("args", [(-1, 10), (11, 10), (0, 0), (True, 3), (1.5, 3)])
+def test_proportion_interval_bad_input(args):
+    with pytest.raises((ValueError, TypeError)):
+        A.proportion_interval(*args)
+
+
+def _one_hot(alpha: torch.Tensor, T: int, top: float = 1.0) -> torch.Tensor:
+    probs = torch.nn.functional.one_hot(alpha, T).to(torch.float64) * (top - (1 - top) / (T - 1))
+    return probs + (1 - top) / (T - 1)
+
+
+def test_run_outcomes_match_selection_kind_per_trial():
+    P = A.random_problem(2, 3, 2, trials=9, generator=A.set_seed(5))
+    alpha = torch.tensor([[a, b] for a in range(3) for b in range(3)])
+    P = A.Problem.stack([P.trial(0)] * 9)                   # one instance, every selection
+    probs = _one_hot(alpha, 3, top=0.999)
+    probs[4] = _one_hot(alpha[4], 3, top=0.9)               # run 4 has not chosen yet
+    chosen, kinds = A.run_outcomes(P, probs)
+    assert torch.equal(chosen, alpha)
+    reference = A.classify_selections(P.trial(0))
+    for b in range(9):
+        expected = reference[tuple(alpha[b].tolist())][0]
+        assert kinds[b] == ("unsaturated" if b == 4 else expected)
+        assert kinds[b] in A.OUTCOMES and kinds[b] != "infeasible"
+
+
+def test_run_outcomes_bad_input():
+    P = A.random_problem(2, 3, 2, trials=4, generator=A.set_seed(6))
+    good = _one_hot(P.opt, 3, 0.999)
+    for probs, message in ((good[:3], "shape"), (good.clone().fill_(float("nan")), "NaN"),):
+        with pytest.raises(ValueError, match=message):
+            A.run_outcomes(P, probs)
+    with pytest.raises(ValueError, match="saturation"):
+        A.run_outcomes(P, good, saturation=1.0)
+    with pytest.raises(ValueError, match="one trials dimension"):
+        A.run_outcomes(P.trial(0), good[0])
+    with pytest.raises(TypeError):
+        A.run_outcomes(P.X, good)

@@ -295,12 +295,17 @@ def test_training_error_on_injected_nan():
 def test_train_bad_arguments():
     problem = A.random_problem(4, 5, 6, trials=2, generator=A.set_seed(34))
     att = A.WAttention.zeros(6, trials=2)
-    with pytest.raises(ValueError, match="method must be 'gd' or 'ngd', got 'adam'"):
+    with pytest.raises(ValueError, match="method must be 'gd', 'ngd' or 'polyak', got 'adam'"):
         A.train(att, problem, 2, method="adam")
     for kw, message in ((dict(lr=0.0), "lr must be a finite number in"),
                         (dict(lr=-1.0), "lr must be a finite number in"),
                         (dict(steps=-1), "steps must be at least 0"),
-                        (dict(log_every=0), "log_every must be at least 1")):
+                        (dict(log_every=0), "log_every must be at least 1"),
+                        (dict(max_step=0.0), "max_step must be a finite number in"),
+                        (dict(max_step=float("nan")), "max_step must be a finite number in"),
+                        (dict(method="polyak", stable=False), "the Polyak step needs"),
+                        (dict(method="polyak", head=A.MLPHead(torch.ones(6, 3, dtype=torch.float64))),
+                         "the Polyak step needs")):
         with pytest.raises(ValueError, match=message):
             A.train(att, problem, **{"steps": 2, **kw})
     with pytest.raises(ValueError, match="act on dimension 5, the tokens have d=6"):
@@ -370,3 +375,37 @@ def test_direction_angle_is_accurate_for_tiny_angles():
         b = torch.tensor([math.cos(angle), math.sin(angle)], dtype=torch.float64) * 1e200
         assert math.isclose(float(direction_angle(a, b, 0)), angle, rel_tol=1e-9)
     assert torch.isnan(direction_angle(a, torch.zeros(2, dtype=torch.float64), 0))
+
+
+def test_polyak_step_matches_hand_computation():
+    """One Polyak step: W1 = W0 - (L(W0) - L*) / ||g||^2 g, with L* the risk on opt."""
+    problem = A.random_problem(3, 4, 5, trials=2, generator=A.set_seed(61))
+    W0 = torch.randn(2, 5, 5, generator=A.set_seed(62), dtype=torch.float64)
+    model = A.WAttention(W0.clone())
+    risk = A.empirical_risk(model, problem)
+    (grad,) = torch.autograd.grad(risk.sum(), model.W)
+    excess = risk.detach() - A.optimal_risk(problem)
+    expected = W0 - (0.5 * excess / grad.flatten(1).square().sum(-1)).reshape(2, 1, 1) * grad
+    att = A.WAttention(W0.clone())
+    h = A.train(att, problem, 1, 0.5, "polyak")
+    assert torch.allclose(att.W, expected, rtol=1e-10, atol=1e-12)
+    assert torch.allclose(h.step[0], (expected - W0).flatten(1).norm(dim=-1), rtol=1e-10)
+    assert torch.isnan(h.step[-1]).all()
+
+
+def test_polyak_stops_where_the_excess_risk_underflows():
+    """Along a global run the Polyak step grows ||W|| by about ||W_mm|| per step, so the logit
+    gaps pass ~745 and L - L* underflows to 0 in float64: from there the step is exactly 0."""
+    problem = A.random_problem(2, 3, 4, generator=A.set_seed(63))
+    h = A.train(A.WAttention.zeros(4), problem, 2000, 1.0, "polyak", log_every=100)
+    assert float(h.max_prob[-1]) == 1.0
+    assert float(h.step[1]) > 0.5 and float(h.step[-2]) == 0.0
+    assert float(h.norm[-1]) == float(h.norm[-2])
+
+
+def test_max_step_caps_every_method():
+    problem = A.random_problem(3, 4, 5, trials=3, generator=A.set_seed(64))
+    for method, lr in (("gd", 100.0), ("ngd", 5.0), ("polyak", 50.0)):
+        h = A.train(A.WAttention.zeros(5, 3), problem, 20, lr, method, max_step=0.25)
+        assert (h.step[:-1] <= 0.25 * (1 + 1e-12)).all()
+        assert (h.step[:-1] > 0.2).any()

@@ -13,9 +13,9 @@ from .metrics import corr, is_global, max_probability, numerical_rank, probabili
 from .models import (LOSSES, Attention, KQAttention, LinearHead, MLPHead, PromptAttention,
                      WAttention, attention_output, empirical_risk, predict)
 from .path import PathResult, PathWarning, regularization_path
-from .report import claim, format_table, within
+from .report import claim, format_table, proportion_interval, within
 from .scale import at_scale, scale
-from .selections import KINDS, classify_selections, selection_kind
+from .selections import KINDS, OUTCOMES, classify_selections, run_outcomes, selection_kind
 from .svm import IllConditionedError, InfeasibleError, SVMResult, att_svm, is_locally_optimal, p_svm
 from .train import History, TrainingError, block_normalize, train
 from .utils import DEFAULT_DTYPE, get_device, set_seed
@@ -28,8 +28,8 @@ __all__ = [
     "LOSSES", "Attention", "KQAttention", "LinearHead", "MLPHead", "PromptAttention", "WAttention",
     "attention_output", "empirical_risk", "predict",
     "PathResult", "PathWarning", "regularization_path",
-    "claim", "format_table", "within", "at_scale", "scale",
-    "KINDS", "classify_selections", "selection_kind",
+    "claim", "format_table", "proportion_interval", "within", "at_scale", "scale",
+    "KINDS", "OUTCOMES", "classify_selections", "run_outcomes", "selection_kind",
     "IllConditionedError", "InfeasibleError", "SVMResult", "att_svm", "is_locally_optimal", "p_svm",
     "History", "TrainingError", "block_normalize", "train",
     "DEFAULT_DTYPE", "get_device", "set_seed", "__version__",

@@ -33,6 +33,28 @@ def within(value: float, target: float, tol: float) -> bool:
     return bool(abs(float(value) - target) <= tol)
 
 
+def proportion_interval(count: int, total: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval for a proportion ``count / total`` (95% for the default ``z``).
+
+    Unlike ``p +- z sqrt(p(1-p)/N)`` it stays inside [0, 1] and is not empty at 0 or N successes.
+    """
+    if isinstance(count, bool) or isinstance(total, bool):
+        raise TypeError("count and total must be integers, not booleans")
+    if any(float(x) != int(x) for x in (count, total)):
+        raise ValueError(f"count and total must be whole numbers, got {count!r} and {total!r}")
+    count, total = int(count), int(total)
+    if total < 1 or not 0 <= count <= total:
+        raise ValueError(f"need 0 <= count <= total and total >= 1, got {count} of {total}")
+    if not z > 0:
+        raise ValueError(f"z must be positive, got {z!r}")
+    p = count / total
+    denominator = 1 + z * z / total
+    centre = (p + z * z / (2 * total)) / denominator
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
+    low = 0.0 if count == 0 else max(0.0, centre - half)
+    return low, 1.0 if count == total else min(1.0, centre + half)
+
+
 def claim(key: str, value: float | str, ok: bool, fmt: str = ".4f") -> str:
     """Glue a measured claim for the reproduction report and return its status word.
 

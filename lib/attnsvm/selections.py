@@ -14,10 +14,11 @@ import itertools
 import torch
 
 from .data import Problem
-from .metrics import is_global
+from .metrics import is_global, selected_tokens
 from .svm import IllConditionedError, InfeasibleError, SVMResult, att_svm, is_locally_optimal
 
 KINDS = ("global", "locally optimal", "not locally optimal", "infeasible", "ill-conditioned")
+OUTCOMES = ("global", "locally optimal", "not locally optimal", "ill-conditioned", "unsaturated")
 MAX_SELECTIONS = 100_000
 
 
@@ -59,3 +60,47 @@ def classify_selections(problem: Problem, norm: str = "fro"
                          f"{MAX_SELECTIONS}; classify chosen selections with selection_kind")
     return {alpha: selection_kind(problem, alpha, norm)
             for alpha in itertools.product(range(problem.T), repeat=problem.n)}
+
+
+def run_outcomes(problem: Problem, probabilities: torch.Tensor, saturation: float = 0.99,
+                 norm: str = "fro") -> tuple[torch.Tensor, list[str]]:
+    """Where each of a batch of training runs ended: its selection and the kind of that selection.
+
+    ``probabilities`` ``(B, n, T)`` are the runs' final softmax probabilities on ``problem``
+    (``B`` trials). The selection ``alpha_b`` is the top token of each example. A run is
+    ``"unsaturated"`` when some example puts less than ``saturation`` on its top token (the run
+    has not chosen yet); otherwise its kind is that of Att-SVM(alpha) in :data:`OUTCOMES`:
+    ``"global"`` (alpha = opt), ``"locally optimal"`` (a non-global locally optimal selection),
+    ``"not locally optimal"`` or ``"ill-conditioned"``. A saturated selection is feasible (every
+    selected logit beats the others), so "infeasible" cannot occur; the SVM is solved only for
+    saturated non-global selections, once per distinct ``(b, alpha_b)``.
+
+    Returns ``(alpha (B, n), kinds)``.
+    """
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
+    if len(problem.batch_shape) != 1:
+        raise ValueError("run_outcomes needs a problem with one trials dimension (B, n, T, d)")
+    probabilities = torch.as_tensor(probabilities)
+    expected = (problem.batch_shape[0], problem.n, problem.T)
+    if tuple(probabilities.shape) != expected:
+        raise ValueError(f"probabilities must have shape {expected} (trials, n, T), got "
+                         f"{tuple(probabilities.shape)}")
+    if not bool(torch.isfinite(probabilities).all()):
+        raise ValueError("probabilities contain NaN or inf: the runs diverged")
+    if not 0.5 < saturation < 1:
+        raise ValueError(f"saturation must be in (0.5, 1), got {saturation!r}")
+    probabilities = probabilities.detach().cpu()
+    problem = problem.to("cpu")
+    alpha = selected_tokens(probabilities)
+    saturated = (probabilities.max(dim=-1).values >= saturation).all(dim=-1)
+    global_ = is_global(problem, alpha)
+    kinds = []
+    for b in range(alpha.shape[0]):
+        if not saturated[b]:
+            kinds.append("unsaturated")
+        elif global_[b]:
+            kinds.append("global")
+        else:
+            kinds.append(selection_kind(problem.trial(b), alpha[b], norm)[0])
+    return alpha, kinds

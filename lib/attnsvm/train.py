@@ -2,7 +2,10 @@
 paper B section 4; THEORY.md sections 3-5), batched over trials.
 
 Normalized GD takes ``theta <- theta - lr * g / ||g||`` on each parameter block and each trial
-separately (the protocol of the papers' experiments). The two knobs of the authors' code are
+separately (the protocol of the papers' experiments). The Polyak step takes
+``theta <- theta - lr * (L - L*) / ||g||^2 * g`` with the true infimum ``L*`` of the risk
+(:func:`~attnsvm.gradients.optimal_risk`, the risk of all attention on the optimal tokens), the
+difference ``L - L*`` computed without cancellation. The two knobs of the authors' code are
 available to reproduce their curves: ``eps`` (normalize by ``||g|| + eps``) and ``ridge`` (add
 ``ridge * sum ||theta||^2`` to the loss). Both default to 0: pure normalized GD with exact,
 re-centred gradients.
@@ -16,7 +19,7 @@ from typing import Callable
 import torch
 
 from .data import Problem
-from .gradients import risk_and_gradients, supports
+from .gradients import excess_over_optimal, risk_and_gradients, supports
 from .metrics import corr, max_probability, unit_scale
 from .models import (Attention, Head, LinearHead, check_compatible, check_head, check_loss,
                      risk_from_logits)
@@ -32,7 +35,8 @@ class History:
     """What :func:`train` records, one row per logged step (rows ``steps``, then trial dims).
 
     ``corr`` is the correlation of the combined parameter (``W``, ``K Q^T`` or ``p``) with the
-    reference (NaN without one); ``turn`` is the angle (radians) its direction turned since the
+    reference (NaN without one); ``step`` the length of the update taken from that point (all
+    blocks together; NaN on the last row); ``turn`` is the angle (radians) its direction turned since the
     previous logged step (NaN on the first row): a run whose direction has converged has a last
     ``turn`` near 0; ``iterates`` holds the combined parameter when recorded.
     """
@@ -43,6 +47,7 @@ class History:
     corr: torch.Tensor
     max_prob: torch.Tensor
     turn: torch.Tensor
+    step: torch.Tensor
     iterates: torch.Tensor | None = None
 
     def unsettled(self, tol: float) -> torch.Tensor:
@@ -87,9 +92,10 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
           method: str = "ngd", *, head: Head | None = None, loss: str = "logistic",
           reference: torch.Tensor | None = None, log_every: int = 1,
           record_iterates: bool = False, eps: float = 0.0, ridge: float = 0.0,
-          stable: bool = True,
+          stable: bool = True, max_step: float | None = None,
           callback: Callable[[int, Attention], None] | None = None) -> History:
-    """Run ``steps`` iterations of GD (``method="gd"``) or normalized GD (``"ngd"``) in place.
+    """Run ``steps`` iterations of GD (``method="gd"``), normalized GD (``"ngd"``) or the Polyak
+    step (``"polyak"``, with the true infimum ``L*``; linear fixed head only) in place.
 
     Args:
         attention: the parameterization (its tensors are updated in place), e.g. ``WAttention``.
@@ -99,16 +105,21 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
         reference: direction to track (same shape as ``attention.combined()``, or broadcastable).
         eps, ridge: the authors' safeguards (THEORY.md section 5, pitfalls 2-3); 0 = exact NGD.
         stable: re-centred softmax output (default) or the textbook formula.
+        max_step: the longest update allowed (all blocks together, per trial); None = no cap. The
+            Polyak step needs one on runs heading for a locally optimal selection: there
+            ``L - L*`` stays positive while the gradient vanishes, so the step grows without bound.
         callback: called as ``callback(step, attention)`` after each logged step.
 
     Returns the :class:`History`; raises :class:`TrainingError` on NaN/inf.
     """
-    if method not in ("gd", "ngd"):
-        raise ValueError(f"method must be 'gd' or 'ngd', got {method!r}")
+    if method not in ("gd", "ngd", "polyak"):
+        raise ValueError(f"method must be 'gd', 'ngd' or 'polyak', got {method!r}")
     steps, log_every = check_count(steps, "steps"), check_count(log_every, "log_every", 1)
     lr = check_positive(lr, "lr")
     eps = check_positive(eps, "eps", allow_zero=True)
     ridge = check_positive(ridge, "ridge", allow_zero=True)
+    if max_step is not None:
+        max_step = check_positive(max_step, "max_step")
     record_iterates, stable = check_flag(record_iterates, "record_iterates"), check_flag(stable, "stable")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable as callback(step, attention), got {callback!r}")
@@ -129,7 +140,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     core = attention.core_dims + head.core_dims
     batch_dims = attention.params[0].ndim - attention.core_dims[0]
     rows: dict[str, list[torch.Tensor]] = {k: [] for k in ("loss", "norm", "corr", "max_prob", "W",
-                                                          "turn")}
+                                                          "turn", "step")}
     logged: list[int] = []
     previous: list[torch.Tensor] = []
 
@@ -150,29 +161,81 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             callback(step, attention)
 
     closed_form = stable and not head.params and isinstance(head, LinearHead) and supports(attention)
+    if method == "polyak" and not closed_form:
+        raise ValueError("the Polyak step needs the problem's fixed linear head, the re-centred "
+                         "softmax (stable=True) and a W, (K, Q) or p attention")
     values = problem.scores * problem.Y.unsqueeze(-1) if closed_form else None
     for step in range(steps + 1):
         if closed_form:
-            risk, probs, grads = risk_and_gradients(attention, problem, loss, values)[:3]
+            evaluation = risk_and_gradients(attention, problem, loss, values)
+            risk, probs, grads = evaluation[:3]
         else:
             logits = attention.logits(problem)
             risk = risk_from_logits(logits, problem, head, loss, stable)
             probs = torch.softmax(logits.detach(), dim=-1)
         if not bool(torch.isfinite(risk).all()):      # a NaN/inf parameter shows up here too
             raise TrainingError(f"the loss became NaN/inf at step {step}; lower lr or check the data")
-        if step % log_every == 0 or step == steps:
+        logged_now = step % log_every == 0 or step == steps
+        if logged_now:
             log(step, risk, probs)
         if step == steps:
+            rows["step"].append(torch.full_like(risk.detach(), float("nan")))
             break
         if not closed_form:
             grads = torch.autograd.grad(risk.sum(), params)
         with torch.no_grad():
-            for p, g, k in zip(params, grads, core):
-                if ridge:
-                    g = g + 2 * ridge * p
-                p -= lr * (block_normalize(g, k, eps) if method == "ngd" else g)
+            if ridge:
+                grads = [g + 2 * ridge * p for p, g in zip(params, grads)]
+            if method == "ngd":
+                updates = [lr * block_normalize(g, k, eps) for g, k in zip(grads, core)]
+            elif method == "polyak":
+                excess = excess_over_optimal(evaluation, problem, loss)
+                updates = _polyak(grads, core, excess, lr, max_step)
+            else:
+                updates = [lr * g for g in grads]
+            lengths = _length(updates, core)
+            if max_step is not None and method != "polyak":
+                shrink = torch.clamp(max_step / lengths, max=1.0).nan_to_num(1.0)
+                updates = [u * _expand(shrink, k) for u, k in zip(updates, core)]
+                lengths = torch.minimum(lengths, torch.full_like(lengths, max_step))
+            if logged_now:
+                rows["step"].append(lengths)
+            for p, u in zip(params, updates):
+                p -= u
 
     return History(steps=torch.tensor(logged), loss=torch.stack(rows["loss"]),
                    norm=torch.stack(rows["norm"]), corr=torch.stack(rows["corr"]),
                    max_prob=torch.stack(rows["max_prob"]), turn=torch.stack(rows["turn"]),
-                   iterates=torch.stack(rows["W"]) if record_iterates else None)
+                   step=torch.stack(rows["step"]), iterates=torch.stack(rows["W"]) if record_iterates else None)
+
+
+def _expand(per_trial: torch.Tensor, core_dims: int) -> torch.Tensor:
+    return per_trial.reshape(*per_trial.shape, *([1] * core_dims))
+
+
+def _length(updates: list[torch.Tensor], core: tuple[int, ...]) -> torch.Tensor:
+    """The length of the whole update per trial (all blocks), without overflow or underflow."""
+    tops = [u.abs().flatten(u.ndim - k).amax(dim=-1) for u, k in zip(updates, core)]
+    top = torch.stack(torch.broadcast_tensors(*tops)).amax(dim=0)
+    safe = torch.where(top > 0, top, torch.ones_like(top))
+    squares = sum((u / _expand(safe, k)).flatten(u.ndim - k).square().sum(-1)
+                  for u, k in zip(updates, core))
+    return safe * squares.sqrt()
+
+
+def _polyak(grads: list[torch.Tensor], core: tuple[int, ...], excess: torch.Tensor,
+            lr: float, max_step: float | None) -> list[torch.Tensor]:
+    """``lr * (L - L*) / ||g||^2 * g`` per trial, with ``||g||`` over all blocks, as a length
+    ``lr (L - L*) / ||g||`` (capped at ``max_step``) times the unit direction ``g / ||g||``, so
+    that a vanishing gradient gives a long step, never inf * 0 (0 where g = 0)."""
+    norm = _length(grads, core)
+    positive = norm > 0
+    safe = torch.where(positive, norm, torch.ones_like(norm))
+    length = torch.where(positive, lr * excess.clamp(min=0) / safe, torch.zeros_like(norm))
+    if max_step is not None:
+        length = length.clamp(max=max_step)
+    top = torch.stack(torch.broadcast_tensors(
+        *[g.abs().flatten(g.ndim - k).amax(dim=-1) for g, k in zip(grads, core)])).amax(dim=0)
+    top = torch.where(top > 0, top, torch.ones_like(top))
+    scale = torch.where(positive, length / (safe / top), torch.zeros_like(norm))
+    return [_expand(scale, k) * (g / _expand(top, k)) for g, k in zip(grads, core)]
