@@ -254,6 +254,10 @@ def training_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
                 cases.append(("tolerance", f"train: {knob}={value!r}", train(att, **{knob: value})))
         for value in (5, "f"):
             cases.append(("type", f"train: callback={value!r}", train(att, callback=value)))
+        for value in (0, -1.0, math.nan, math.inf, "1"):
+            cases.append(("step", f"train: max_step={value!r}", train(att, max_step=value)))
+        cases.append(("option", "train: polyak with the textbook softmax",
+                      train(att, method="polyak", stable=False)))
         for radii in ([math.nan, 1.0], [], [-1.0, 1.0], [2.0, 1.0], "radii", [[1.0, 2.0]], [0.0], [math.inf]):
             cases.append(("radii", f"path: radii={radii!r}", path(att, radii=radii)))
         for name in ("initial_step", "tol"):
@@ -316,6 +320,16 @@ def method_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
         cases.append(("option", f"excess_risk(loss={value!r})", lambda v=value: A.excess_risk(W, P, v)))
     cases.append(("head", "excess_risk of a prompt model with a wrong d",
                   lambda: A.excess_risk(A.PromptAttention(torch.ones(3, dtype=F64)), P)))
+    probs = torch.full((3, 2, 3), 1 / 3, dtype=F64)
+    for value, saturation in ((probs[:2], 0.99), (probs.flatten(1), 0.99), (torch.full_like(probs, math.nan), 0.99),
+                              ("probs", 0.99), (probs, 0.5), (probs, 1.0), (probs, math.nan), (probs, "0.9")):
+        cases.append(("outcomes", f"run_outcomes({type(value).__name__}, saturation={saturation!r})",
+                      lambda v=value, s=saturation: A.run_outcomes(B, v, s)))
+    cases.append(("type", "run_outcomes(problem=tensor)", lambda: A.run_outcomes(B.X, probs)))
+    cases.append(("shape", "run_outcomes on one instance", lambda: A.run_outcomes(P, probs[0])))
+    for count, total in ((-1, 10), (11, 10), (0, 0), (True, 4), (1.5, 4), ("1", 4), (1, math.nan), (None, 3)):
+        cases.append(("count", f"proportion_interval({count!r}, {total!r})",
+                      lambda c=count, t=total: A.proportion_interval(c, t)))
     cases.append(("reference", "train: zero reference",
                   lambda: A.train(A.WAttention.zeros(4), P, 3, reference=torch.zeros(4, 4))))
     return cases

@@ -10,6 +10,7 @@ what this build computed, never a typed number.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Sequence
 
 STATUS = ("reproduced", "differs")
@@ -38,8 +39,8 @@ def proportion_interval(count: int, total: int, z: float = 1.959964) -> tuple[fl
 
     Unlike ``p +- z sqrt(p(1-p)/N)`` it stays inside [0, 1] and is not empty at 0 or N successes.
     """
-    if isinstance(count, bool) or isinstance(total, bool):
-        raise TypeError("count and total must be integers, not booleans")
+    if any(isinstance(x, bool) or not isinstance(x, numbers.Real) for x in (count, total)):
+        raise TypeError(f"count and total must be whole numbers, got {count!r} and {total!r}")
     if any(float(x) != int(x) for x in (count, total)):
         raise ValueError(f"count and total must be whole numbers, got {count!r} and {total!r}")
     count, total = int(count), int(total)
