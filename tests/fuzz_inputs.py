@@ -330,6 +330,21 @@ def method_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
     for count, total in ((-1, 10), (11, 10), (0, 0), (True, 4), (1.5, 4), ("1", 4), (1, math.nan), (None, 3)):
         cases.append(("count", f"proportion_interval({count!r}, {total!r})",
                       lambda c=count, t=total: A.proportion_interval(c, t)))
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    for bad_mask in (mask.int(), mask[:1], torch.ones(2, 3, dtype=torch.bool), torch.zeros(2, 3, dtype=torch.bool),
+                     "mask", None):
+        cases.append(("sets", f"gen_svm(selected={bad_mask if isinstance(bad_mask, str) or bad_mask is None else tuple(bad_mask.shape)})",
+                      lambda m=bad_mask: A.gen_svm(P.X, P.Z, m)))
+    for value in (torch.full((2, 3, 4), math.nan, dtype=F64), torch.ones(2, 3, dtype=F64), "X"):
+        cases.append(("shape", "gen_svm(X bad)", lambda v=value: A.gen_svm(v, P.Z, mask)))
+    for probs in (torch.zeros(2, 3, dtype=F64), torch.ones(3, 3, dtype=F64), torch.full((2, 3), math.nan, dtype=F64),
+                  "s"):
+        cases.append(("probabilities", "finite_part(probabilities bad)",
+                      lambda s=probs: A.finite_part(P.X, P.Z, mask, s)))
+    for args in ((torch.ones(4, 4), torch.zeros(4, 4), torch.zeros(4, 4)),
+                 (torch.ones(4, 4), torch.zeros(3, 3), torch.ones(4, 4)),
+                 (torch.full((4, 4), math.nan), torch.zeros(4, 4), torch.ones(4, 4)), ("W", 0, 0)):
+        cases.append(("fit", "svm_eq_fit bad", lambda a=args: A.svm_eq_fit(*a)))
     cases.append(("reference", "train: zero reference",
                   lambda: A.train(A.WAttention.zeros(4), P, 3, reference=torch.zeros(4, 4))))
     return cases

@@ -1,0 +1,207 @@
+"""Several selected tokens per example: the Gen-SVM direction, the finite part and the SVM-eq fit
+(paper A, nonlinear heads; THEORY.md section 3 - proposed by the authors, "no rigorous theory yet").
+
+With a nonlinear head, gradient descent may keep a *set* ``O_i`` of tokens per example. The
+authors' prediction is ``W_k ~ W_fin + C_k W_dir`` with
+
+* the direction ``W_dir`` solving **Gen-SVM**::
+
+      min ||W||_F  s.t.  (x_it - x_itau)^T W z_i >= 1   for t in O_i, tau not in O_i,
+                         (x_it - x_itau)^T W z_i  = 0   for t, tau in O_i;
+
+* the finite part ``W_fin`` meeting ``(x_it - x_itau)^T W_fin z_i = log(s_it / s_itau)`` for
+  ``t, tau in O_i``, where ``s`` are the softmax probabilities GD settles on inside each set. Many
+  matrices do; this module takes the one of least Frobenius norm (our choice: the paper leaves it
+  open);
+* ``C_k`` fitted to an iterate by least squares, as in the authors' experiment code.
+
+With every ``|O_i| = 1`` Gen-SVM is Att-SVM. Both problems are solved exactly: the equalities
+define a subspace, and Gen-SVM is the least-distance problem of the inequalities inside it (the
+same exact NNLS solve as ``att_svm``'s Frobenius problem).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .svm import InfeasibleError, _min_norm_point, _numpy, _scaled_norm
+from .utils import check_positive
+
+
+@dataclass(frozen=True)
+class GenSVMResult:
+    """Solution of Gen-SVM for the selected sets.
+
+    Attributes:
+        W: the direction ``W_dir`` ``(d, d)``, float64.
+        objective: ``||W_dir||_F``.
+        margins: ``(x_{i,t0} - x_itau)^T W z_i`` ``(n, T)`` against a reference token ``t0`` of
+            ``O_i`` (its first member); ``+inf`` inside ``O_i``.
+        support: the active inequality constraints (margin within ``support_tol`` of 1) ``(n, T)``.
+        selected: the sets as a boolean mask ``(n, T)``.
+    """
+
+    W: torch.Tensor
+    objective: float
+    margins: torch.Tensor
+    support: torch.Tensor
+    selected: torch.Tensor
+
+
+def _sets(selected, n: int, T: int) -> np.ndarray:
+    """The selected sets as an ``(n, T)`` boolean mask, validated (each a non-empty proper subset)."""
+    if not isinstance(selected, (torch.Tensor, np.ndarray, list, tuple)):
+        raise TypeError(f"selected must be a boolean mask of shape (n, T) = {(n, T)}, got "
+                        f"{type(selected).__name__}")
+    mask = torch.as_tensor(selected)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"selected must be a boolean mask of shape (n, T) = {(n, T)} "
+                        f"(True = token kept), got dtype {mask.dtype}")
+    if tuple(mask.shape) != (n, T):
+        raise ValueError(f"selected must have shape (n, T) = {(n, T)}, got {tuple(mask.shape)}")
+    mask = mask.cpu().numpy()
+    empty = np.flatnonzero(~mask.any(axis=1))
+    if empty.size:
+        raise ValueError(f"example {int(empty[0])} selects no token: every set O_i needs one")
+    full = np.flatnonzero(mask.all(axis=1))
+    if full.size:
+        raise ValueError(f"example {int(full[0])} selects all its tokens: nothing is masked, so no "
+                         "margin constraint exists (drop the example, or give a proper subset)")
+    return mask
+
+
+def _check_data(X, Z) -> tuple[np.ndarray, np.ndarray]:
+    X, Z = _numpy(X, "X"), _numpy(Z, "Z")
+    if X.ndim != 3 or Z.shape != (X.shape[0], X.shape[2]):
+        raise ValueError(f"X must be (n, T, d) and Z (n, d); got {X.shape} and {Z.shape}")
+    return X, Z
+
+
+def _rows(X: np.ndarray, Z: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """Constraint features ``vec((x_{i,t0} - x_it) z_i^T)``: the equalities (``t in O_i``, ``t != t0``)
+    and the inequalities (``t`` not in ``O_i``), with ``(i, t)`` of each inequality."""
+    equal, unequal, where = [], [], []
+    for i in range(X.shape[0]):
+        members = np.flatnonzero(mask[i])
+        anchor = X[i, members[0]]
+        for t in range(X.shape[1]):
+            row = np.outer(anchor - X[i, t], Z[i]).ravel()
+            if mask[i, t] and t != members[0]:
+                equal.append(row)
+            elif not mask[i, t]:
+                unequal.append(row)
+                where.append((i, t))
+    d2 = X.shape[2] ** 2
+    return np.array(equal).reshape(-1, d2), np.array(unequal).reshape(-1, d2), where
+
+
+def _null_space(E: np.ndarray, dim: int) -> np.ndarray:
+    """Orthonormal basis (columns) of ``{w : E w = 0}`` (relative tolerance 1e-12)."""
+    if not E.size:
+        return np.eye(dim)
+    _, sigma, vt = np.linalg.svd(E, full_matrices=True)
+    rank = int((sigma > sigma[0] * 1e-12).sum()) if sigma.size and sigma[0] > 0 else 0
+    return vt[rank:].T
+
+
+def gen_svm(X, Z, selected, support_tol: float = 1e-5) -> GenSVMResult:
+    """Solve Gen-SVM for the sets ``selected`` (boolean ``(n, T)``, True = token in ``O_i``).
+
+    Raises:
+        InfeasibleError: no W keeps every set's logits equal and 1 above every masked token; the
+            message names the first example that cannot be added to the earlier ones.
+    """
+    support_tol = check_positive(support_tol, "support_tol", upper=1.0)
+    X, Z = _check_data(X, Z)
+    n, T, d = X.shape
+    mask = _sets(selected, n, T)
+    E, A, where = _rows(X, Z, mask)
+    basis = _null_space(E, d * d)
+    reduced = A @ basis
+    coefficients = _min_norm_point(reduced) if basis.shape[1] else None
+    if coefficients is None:
+        raise InfeasibleError("Gen-SVM is infeasible: " + _blocking(X, Z, mask))
+    W = (basis @ coefficients).reshape(d, d)
+    margins = np.full((n, T), np.inf)
+    for (i, t), value in zip(where, A @ W.ravel()):
+        margins[i, t] = value
+    return GenSVMResult(W=torch.from_numpy(W), objective=_scaled_norm(W),
+                        margins=torch.from_numpy(margins),
+                        support=torch.from_numpy(margins <= 1 + support_tol),
+                        selected=torch.from_numpy(mask))
+
+
+def _feasible_sets(X: np.ndarray, Z: np.ndarray, mask: np.ndarray) -> bool:
+    E, A, _ = _rows(X, Z, mask)
+    basis = _null_space(E, X.shape[2] ** 2)
+    return bool(basis.shape[1]) and _min_norm_point(A @ basis) is not None
+
+
+def _blocking(X: np.ndarray, Z: np.ndarray, mask: np.ndarray) -> str:
+    """The first example that is infeasible alone, or that cannot join the earlier ones."""
+    for i in range(X.shape[0]):
+        if not _feasible_sets(X[i:i + 1], Z[i:i + 1], mask[i:i + 1]):
+            return (f"example {i}: no W gives its selected tokens equal logits 1 above all its "
+                    "other tokens (a masked token is not separable from the selected ones, e.g. "
+                    "it repeats one or lies between them)")
+        if not _feasible_sets(X[:i + 1], Z[:i + 1], mask[:i + 1]):
+            return (f"example {i} conflicts with examples 0..{i - 1} (their queries are linearly "
+                    "dependent and ask for incompatible directions)")
+    return "the constraints cannot all be satisfied"
+
+
+def finite_part(X, Z, selected, probabilities, tol: float = 1e-8) -> torch.Tensor:
+    """The least-norm ``W_fin`` with ``(x_it - x_itau)^T W_fin z_i = log(s_it / s_itau)`` for
+    ``t, tau in O_i`` (``probabilities`` ``(n, T)``, e.g. a GD run's final softmax; only the
+    ratios inside each set matter). Raises ``ValueError`` if a probability inside a set is not
+    positive, and :class:`InfeasibleError` if no matrix meets the equalities (relative residual
+    above ``tol``)."""
+    tol = check_positive(tol, "tol", upper=1.0)
+    X, Z = _check_data(X, Z)
+    n, T, d = X.shape
+    mask = _sets(selected, n, T)
+    s = _numpy(probabilities, "probabilities")
+    if s.shape != (n, T):
+        raise ValueError(f"probabilities must have shape (n, T) = {(n, T)}, got {s.shape}")
+    if not (s[mask] > 0).all():
+        raise ValueError("every selected token needs a positive probability (log-ratios of the "
+                         "finite part); a token with probability 0 is not selected")
+    E, _, _ = _rows(X, Z, mask)
+    if not E.size:                    # every set has one token: no equality, W_fin = 0
+        return torch.zeros(d, d, dtype=torch.float64)
+    targets = []
+    for i in range(n):
+        members = np.flatnonzero(mask[i])
+        targets += [np.log(s[i, members[0]]) - np.log(s[i, t]) for t in members[1:]]
+    # rows are x_{t0} - x_t, so the target is log s_t0 - log s_t (a logit difference)
+    targets = np.array(targets)
+    solution, *_ = np.linalg.lstsq(E, targets, rcond=None)
+    residual = np.abs(E @ solution - targets).max()
+    if residual > tol * max(1.0, np.abs(targets).max()):
+        raise InfeasibleError(f"no W has these logit ratios inside the sets (residual "
+                              f"{residual:.2e}): the selected tokens' equalities are inconsistent")
+    return torch.from_numpy(solution.reshape(d, d))
+
+
+def svm_eq_fit(W, W_fin, W_dir) -> tuple[float, torch.Tensor]:
+    """The authors' SVM-eq prediction for an iterate ``W``: ``C`` minimising
+    ``||W - W_fin - C W_dir||_F`` (least squares) and ``W_fin + C W_dir``. Batched over leading
+    dimensions of ``W`` (then ``C`` is a tensor)."""
+    W = torch.as_tensor(W, dtype=torch.float64)
+    W_fin = torch.as_tensor(W_fin, dtype=torch.float64)
+    W_dir = torch.as_tensor(W_dir, dtype=torch.float64)
+    if W.shape[-2:] != W_fin.shape[-2:] or W_fin.shape[-2:] != W_dir.shape[-2:]:
+        raise ValueError(f"W, W_fin and W_dir must share their last two dimensions, got "
+                         f"{tuple(W.shape)}, {tuple(W_fin.shape)}, {tuple(W_dir.shape)}")
+    for name, value in (("W", W), ("W_fin", W_fin), ("W_dir", W_dir)):
+        if not bool(torch.isfinite(value).all()):
+            raise ValueError(f"{name} contains NaN or inf")
+    squared = (W_dir * W_dir).sum((-2, -1))
+    if not bool((squared > 0).all()):
+        raise ValueError("W_dir must be a nonzero direction (a Gen-SVM solution)")
+    C = ((W - W_fin) * W_dir).sum((-2, -1)) / squared
+    prediction = W_fin + C[..., None, None] * W_dir
+    return (float(C) if C.ndim == 0 else C), prediction

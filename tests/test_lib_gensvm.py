@@ -1,0 +1,124 @@
+"""Gen-SVM, the finite part and the SVM-eq fit (paper A, nonlinear heads; THEORY.md section 3)."""
+
+import numpy as np
+import pytest
+import torch
+
+import attnsvm as A
+
+F64 = torch.float64
+
+
+def _hand_instance():
+    X = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]], dtype=F64)
+    Z = torch.tensor([[1.0, 0.0]], dtype=F64)
+    return X, Z
+
+
+def test_gen_svm_hand_solved():
+    """O = {0, 1}: u = W z must have u1 = u2 and 2 u1 >= 1, so u = (1/2, 1/2), W = u z^T."""
+    X, Z = _hand_instance()
+    result = A.gen_svm(X, Z, torch.tensor([[True, True, False]]))
+    assert torch.allclose(result.W, torch.tensor([[0.5, 0.0], [0.5, 0.0]], dtype=F64), atol=1e-12)
+    assert abs(result.objective - np.sqrt(0.5)) < 1e-12
+    assert bool(result.support[0, 2]) and torch.isinf(result.margins[0, :2]).all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_gen_svm_with_single_tokens_is_att_svm(seed):
+    P = A.random_problem(3, 4, 5, generator=A.set_seed(seed))
+    alpha = P.opt
+    mask = torch.nn.functional.one_hot(alpha, 4).bool()
+    gen, att = A.gen_svm(P.X, P.Z, mask), A.att_svm(P.X, P.Z, alpha)
+    assert torch.allclose(gen.W, att.W, atol=1e-9)
+    assert torch.equal(gen.support, att.support)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_gen_svm_constraints_hold_and_norm_is_minimal(seed):
+    P = A.random_problem(3, 5, 8, generator=A.set_seed(10 + seed))
+    mask = torch.zeros(3, 5, dtype=torch.bool)
+    mask[:, :2] = True
+    result = A.gen_svm(P.X, P.Z, mask)
+    logits = torch.einsum("ntd,de,ne->nt", P.X, result.W, P.Z)
+    assert torch.allclose(logits[:, 0], logits[:, 1], atol=1e-10)             # equal inside O_i
+    assert (logits[:, :1] - logits[:, 2:] >= 1 - 1e-9).all()                  # margin 1 outside
+    assert result.support.any()
+    # minimal: a small step towards 0 breaks a constraint (the solution is on the boundary)
+    shrunk = 0.999 * result.W
+    inner = torch.einsum("ntd,de,ne->nt", P.X, shrunk, P.Z)
+    assert (inner[:, :1] - inner[:, 2:] < 1).any()
+
+
+def test_gen_svm_agrees_with_cvxpy():
+    cp = pytest.importorskip("cvxpy")
+    P = A.random_problem(2, 4, 4, generator=A.set_seed(21))
+    mask = torch.tensor([[True, True, False, False], [True, False, True, False]])
+    result = A.gen_svm(P.X, P.Z, mask)
+    X, Z = P.X.numpy(), P.Z.numpy()
+    W = cp.Variable((4, 4))
+    constraints = []
+    for i in range(2):
+        inside = np.flatnonzero(mask[i].numpy())
+        for t in range(4):
+            expr = (X[i, inside[0]] - X[i, t]) @ W @ Z[i]
+            constraints.append(expr == 0 if mask[i, t] else expr >= 1)
+    cp.Problem(cp.Minimize(cp.sum_squares(W)), constraints).solve(solver="CLARABEL")
+    assert np.allclose(result.W.numpy(), W.value, atol=1e-6)
+
+
+def test_gen_svm_infeasible_names_the_example():
+    X, Z = _hand_instance()
+    X = torch.cat([X, X.clone()])
+    X[1, 2] = (X[1, 0] + X[1, 1]) / 2                 # a masked token between the two selected
+    Z = torch.cat([Z, Z])
+    mask = torch.tensor([[True, True, False]] * 2)
+    with pytest.raises(A.InfeasibleError, match="example 1"):
+        A.gen_svm(X, Z, mask)
+
+
+def test_finite_part_reproduces_the_log_ratios():
+    P = A.random_problem(3, 5, 6, generator=A.set_seed(31))
+    mask = torch.zeros(3, 5, dtype=torch.bool)
+    mask[:, :3] = True
+    s = torch.softmax(torch.randn(3, 5, generator=A.set_seed(32), dtype=F64), -1)
+    W_fin = A.finite_part(P.X, P.Z, mask, s)
+    logits = torch.einsum("ntd,de,ne->nt", P.X, W_fin, P.Z)
+    for i in range(3):
+        for t in (1, 2):
+            assert abs(float(logits[i, 0] - logits[i, t] - torch.log(s[i, 0] / s[i, t]))) < 1e-10
+    # least norm: W_fin lies in the span of the equality constraints' features
+    single = torch.nn.functional.one_hot(P.opt, 5).bool()
+    assert float(A.finite_part(P.X, P.Z, single, s).abs().max()) == 0.0
+
+
+def test_svm_eq_fit_recovers_the_scale():
+    W_dir = torch.randn(4, 4, generator=A.set_seed(41), dtype=F64)
+    W_fin = torch.randn(4, 4, generator=A.set_seed(42), dtype=F64)
+    C, prediction = A.svm_eq_fit(W_fin + 7.5 * W_dir, W_fin, W_dir)
+    assert abs(C - 7.5) < 1e-12 and torch.allclose(prediction, W_fin + 7.5 * W_dir)
+    batch = torch.stack([W_fin + c * W_dir for c in (1.0, 2.0, 3.0)])
+    C, _ = A.svm_eq_fit(batch, W_fin, W_dir)
+    assert torch.allclose(C, torch.tensor([1.0, 2.0, 3.0], dtype=F64))
+
+
+def test_bad_input_is_refused():
+    X, Z = _hand_instance()
+    for mask, error, message in (
+            (torch.tensor([[True, True, True]]), ValueError, "selects all its tokens"),
+            (torch.tensor([[False, False, False]]), ValueError, "selects no token"),
+            (torch.tensor([[True, False]]), ValueError, "shape"),
+            (torch.tensor([[1, 1, 0]]), TypeError, "boolean mask")):
+        with pytest.raises(error, match=message):
+            A.gen_svm(X, Z, mask)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        A.gen_svm(torch.full_like(X, float("nan")), Z, torch.tensor([[True, False, False]]))
+    mask = torch.tensor([[True, True, False]])
+    with pytest.raises(ValueError, match="positive probability"):
+        A.finite_part(X, Z, mask, torch.tensor([[1.0, 0.0, 0.0]], dtype=F64))
+    with pytest.raises(ValueError, match="shape"):
+        A.finite_part(X, Z, mask, torch.ones(2, 3, dtype=F64))
+    with pytest.raises(ValueError, match="nonzero direction"):
+        A.svm_eq_fit(torch.ones(2, 2), torch.zeros(2, 2), torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="last two dimensions"):
+        A.svm_eq_fit(torch.ones(2, 2), torch.zeros(3, 3), torch.ones(2, 2))
