@@ -345,6 +345,14 @@ def method_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
                  (torch.ones(4, 4), torch.zeros(3, 3), torch.ones(4, 4)),
                  (torch.full((4, 4), math.nan), torch.zeros(4, 4), torch.ones(4, 4)), ("W", 0, 0)):
         cases.append(("fit", "svm_eq_fit bad", lambda a=args: A.svm_eq_fit(*a)))
+    for args in ((P.X, torch.tensor([1.0, 0.0], dtype=F64), [0, 0]), (P.X, torch.ones(3, dtype=F64), [0, 0]),
+                 (P.X, P.Y, [0, 5]), (P.X[0], P.Y, [0, 0]), ("X", P.Y, [0, 0]),
+                 (torch.full_like(P.X, math.nan), P.Y, [0, 0])):
+        cases.append(("labels", "v_svm bad", lambda a=args: A.v_svm(*a)))
+    for args in ((P.X, [0, 0], torch.tensor([1, 0])), (P.X, [0, 0], torch.tensor([True])),
+                 (P.X, [0, 0], "S"), (P.X, [0, 9], torch.tensor([True, True])),
+                 (P.X[0], [0, 0], torch.tensor([True, True]))):
+        cases.append(("sets", "relaxed_p_svm bad", lambda a=args: A.relaxed_p_svm(*a)))
     cases.append(("reference", "train: zero reference",
                   lambda: A.train(A.WAttention.zeros(4), P, 3, reference=torch.zeros(4, 4))))
     return cases
