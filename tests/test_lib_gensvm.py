@@ -122,3 +122,19 @@ def test_bad_input_is_refused():
         A.svm_eq_fit(torch.ones(2, 2), torch.zeros(2, 2), torch.zeros(2, 2))
     with pytest.raises(ValueError, match="last two dimensions"):
         A.svm_eq_fit(torch.ones(2, 2), torch.zeros(3, 3), torch.ones(2, 2))
+
+
+def test_selected_sets_and_the_acceptance_filter():
+    s = torch.tensor([[[0.6, 0.4 - 1e-7, 1e-7, 0.0]],          # clear: {0, 1}, two masked
+                      [[0.5, 0.5 - 1e-4, 1e-4, 0.0]],          # 1e-4 is ambiguous
+                      [[0.4, 0.3, 0.2, 0.1]]], dtype=F64)      # nothing masked
+    sets, clear = A.selected_sets(s)
+    assert sets[0, 0].tolist() == [True, True, False, False]
+    assert clear.tolist() == [True, False, False]
+    assert sets.shape == s.shape
+    with pytest.raises(ValueError, match="masked < keep"):
+        A.selected_sets(s, keep=1e-6, masked=1e-3)
+    for bad in (torch.full((1, 2), float("nan"), dtype=F64), torch.tensor([0.5]), torch.ones(2, 2, dtype=torch.int64),
+                torch.tensor([[1.5, -0.5]], dtype=F64)):
+        with pytest.raises(ValueError):
+            A.selected_sets(bad)

@@ -8,7 +8,7 @@ Selection in Attention Mechanism" (NeurIPS 2023).
 """
 
 from .data import Problem, figure_problem, random_problem
-from .gensvm import GenSVMResult, finite_part, gen_svm, svm_eq_fit
+from .gensvm import GenSVMResult, finite_part, gen_svm, selected_sets, svm_eq_fit
 from .gradients import excess_risk, optimal_risk
 from .jointsvm import relaxed_p_svm, v_svm
 from .metrics import corr, is_global, max_probability, numerical_rank, probability_on, selected_tokens
@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Problem", "figure_problem", "random_problem", "excess_risk", "optimal_risk",
-    "GenSVMResult", "finite_part", "gen_svm", "svm_eq_fit", "relaxed_p_svm", "v_svm",
+    "GenSVMResult", "finite_part", "gen_svm", "selected_sets", "svm_eq_fit", "relaxed_p_svm", "v_svm",
     "corr", "is_global", "max_probability", "numerical_rank", "probability_on", "selected_tokens",
     "LOSSES", "Attention", "KQAttention", "LinearHead", "MLPHead", "PromptAttention", "WAttention",
     "attention_output", "empirical_risk", "predict",

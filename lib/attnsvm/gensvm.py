@@ -51,6 +51,36 @@ class GenSVMResult:
     selected: torch.Tensor
 
 
+KEEP = 1e-3      # a token with final probability >= KEEP is selected (the authors' threshold)
+MASKED = 1e-6    # ... and one with probability <= MASKED is masked; in between is ambiguous
+
+
+def selected_sets(probabilities, keep: float = KEEP, masked: float = MASKED
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The selected sets of a batch of runs and the authors' acceptance filter (paper A's
+    multi-token experiment; THEORY.md section 5, pitfall 6).
+
+    From final softmax probabilities ``(*B, n, T)``: ``O_i = {t : s_it >= keep}`` as a boolean
+    mask ``(*B, n, T)``, and per run ``(*B,)`` whether it is *clear*: no probability in
+    ``(masked, keep)`` (ambiguous) and at least one at most ``masked`` (something is masked).
+    The SVMs must still be solved for a run to be accepted.
+    """
+    s = torch.as_tensor(probabilities)
+    if s.ndim < 2 or not s.is_floating_point():
+        raise ValueError(f"probabilities must be a float tensor (..., n, T), got "
+                         f"{s.dtype} {tuple(s.shape)}")
+    if not bool(torch.isfinite(s).all()) or bool((s < 0).any()) or bool((s > 1).any()):
+        raise ValueError("probabilities must be finite and in [0, 1]")
+    masked = check_positive(masked, "masked", upper=1.0)
+    keep = check_positive(keep, "keep", upper=1.0)
+    if not masked < keep:
+        raise ValueError(f"need masked < keep, got masked={masked} and keep={keep}")
+    sets = s >= keep
+    ambiguous = ((s > masked) & (s < keep)).flatten(-2).any(-1)
+    something_masked = (s <= masked).flatten(-2).any(-1)
+    return sets, ~ambiguous & something_masked
+
+
 def _sets(selected, n: int, T: int) -> np.ndarray:
     """The selected sets as an ``(n, T)`` boolean mask, validated (each a non-empty proper subset)."""
     if not isinstance(selected, (torch.Tensor, np.ndarray, list, tuple)):
