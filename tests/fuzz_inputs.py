@@ -353,6 +353,17 @@ def method_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
                  (P.X, [0, 0], "S"), (P.X, [0, 9], torch.tensor([True, True])),
                  (P.X[0], [0, 0], torch.tensor([True, True]))):
         cases.append(("sets", "relaxed_p_svm bad", lambda a=args: A.relaxed_p_svm(*a)))
+    seq_X = torch.randn(2, 3, 4, dtype=F64)
+    for X_, Y_, causal in ((seq_X, torch.ones(2, 2, dtype=F64), False), (seq_X[0, 0], torch.ones(3, dtype=F64), False),
+                           (seq_X, torch.ones(2, 3, dtype=F64), "yes"), ("X", torch.ones(2, 3), False),
+                           (seq_X, torch.zeros(2, 3, dtype=F64), True)):
+        cases.append(("sequence", "Problem.sequence bad", lambda a=X_, b=Y_, c=causal: A.Problem.sequence(a, b, P.v, c)))
+    for mask in (torch.ones(2, 3), torch.ones(3, 3, dtype=torch.bool), torch.zeros(2, 3, dtype=torch.bool), "m",
+                 torch.ones(4, 2, 3, dtype=torch.bool)):
+        cases.append(("mask", "Problem(mask=bad)", lambda m=mask: A.Problem(P.X, P.Y, P.Z, P.v, m)))
+        cases.append(("mask", "att_svm(mask=bad)", lambda m=mask: A.att_svm(P.X, P.Z, P.opt, mask=m)))
+    cases.append(("mask", "att_svm selects a masked token",
+                  lambda: A.att_svm(P.X, P.Z, [0, 0], mask=torch.tensor([[False, True, True], [True, True, True]]))))
     cases.append(("reference", "train: zero reference",
                   lambda: A.train(A.WAttention.zeros(4), P, 3, reference=torch.zeros(4, 4))))
     return cases

@@ -27,12 +27,16 @@ class Problem:
         Y: labels in ``{-1, +1}``, shape ``(*B, n)``.
         Z: queries ``z_i``, shape ``(*B, n, d)`` (self-attention: a token of ``X_i``).
         v: linear head (value vector), shape ``(*B, d)`` or ``(d,)``.
+        mask: which tokens each query may attend to, boolean ``(*B, n, T)`` or ``(n, T)``; None =
+            all (causal attention: position ``k`` sees ``t <= k``, see :meth:`sequence`). Masked
+            tokens get logit ``-inf`` (probability exactly 0) and no SVM constraint.
     """
 
     X: torch.Tensor
     Y: torch.Tensor
     Z: torch.Tensor
     v: torch.Tensor
+    mask: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         X = as_tensor(self.X, "X")
@@ -57,6 +61,20 @@ class Problem:
             bad = sorted({float(y) for y in Y.flatten() if y not in (-1.0, 1.0)})[:5]
             raise ValueError(f"labels Y must be -1 or +1, got values {bad}; map {{0, 1}} labels "
                              "with Y = 2 * Y - 1")
+        if self.mask is not None:
+            mask = self.mask
+            if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+                raise TypeError(f"mask must be a boolean tensor (*B, n, T) (True = the query may "
+                                f"attend to the token), got {type(mask).__name__}"
+                                f"{'' if not isinstance(mask, torch.Tensor) else ' of ' + str(mask.dtype)}")
+            if mask.shape[-2:] != (n, T) or (mask.ndim > 2 and tuple(mask.shape[:-2]) != tuple(batch)) \
+                    or mask.ndim > 2 + len(batch):
+                raise ValueError(f"mask must have shape (n, T) = {(n, T)} or (*B, n, T) with the "
+                                 f"trials shape of X {tuple(batch)}, got {tuple(mask.shape)}")
+            if not bool(mask.any(dim=-1).all()):
+                raise ValueError("every query needs at least one token it may attend to: a row "
+                                 "of mask is all False")
+            object.__setattr__(self, "mask", mask.to(device))
         for name, tensor in (("X", X), ("Y", Y), ("Z", Z), ("v", v)):
             object.__setattr__(self, name, tensor)
         if not bool(torch.isfinite(self.scores).all()):
@@ -88,21 +106,33 @@ class Problem:
         return self.Y.unsqueeze(-1) * values
 
     @property
+    def allowed_scores(self) -> torch.Tensor:
+        """The scores with ``-inf`` at masked tokens (equal to :attr:`scores` without a mask)."""
+        return self.scores if self.mask is None else self.scores.masked_fill(~self.mask, -torch.inf)
+
+    @property
     def opt(self) -> torch.Tensor:
-        """Indices of the optimal tokens ``opt_i = argmax_t gamma_it``, shape ``(*B, n)``."""
-        return self.scores.argmax(dim=-1)
+        """Indices of the optimal tokens ``opt_i = argmax_t gamma_it`` over the tokens each query
+        may attend to, shape ``(*B, n)``."""
+        return self.allowed_scores.argmax(dim=-1)
 
     def score_gap(self) -> torch.Tensor:
-        """Gap between the best and second-best score of each example; 0 means ``opt`` is not unique."""
-        top2 = self.scores.topk(2, dim=-1).values
+        """Gap between the best and second-best score of each example; 0 means ``opt`` is not
+        unique (``inf`` for a query that sees one token)."""
+        top2 = self.allowed_scores.topk(2, dim=-1).values
         return top2[..., 0] - top2[..., 1]
+
+    def mask_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """Set the logits of masked tokens to ``-inf`` (exact zeros in the softmax)."""
+        return logits if self.mask is None else logits.masked_fill(~self.mask, -torch.inf)
 
     # --- conversions -------------------------------------------------------------------------
     def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "Problem":
         """Move every array to ``device`` (``"auto"`` allowed) and/or cast to ``dtype``."""
         dev = get_device(device) if device is not None else self.X.device
         kw = {"device": dev, "dtype": self.X.dtype if dtype is None else check_dtype(dtype)}
-        return Problem(self.X.to(**kw), self.Y.to(**kw), self.Z.to(**kw), self.v.to(**kw))
+        return Problem(self.X.to(**kw), self.Y.to(**kw), self.Z.to(**kw), self.v.to(**kw),
+                       None if self.mask is None else self.mask.to(kw["device"]))
 
     def trial(self, index: int) -> "Problem":
         """The instance number ``index`` of a batched problem (leading dimension)."""
@@ -113,7 +143,8 @@ class Problem:
         if index >= count:
             raise ValueError(f"index {index} is out of range for {count} trials")
         v = self.v[index] if self.v.ndim > 1 else self.v
-        return Problem(self.X[index], self.Y[index], self.Z[index], v)
+        mask = self.mask if self.mask is None or self.mask.ndim == 2 else self.mask[index]
+        return Problem(self.X[index], self.Y[index], self.Z[index], v, mask)
 
     def with_queries(self, Z: torch.Tensor) -> "Problem":
         """The same tokens, labels and head with new queries ``Z``."""
@@ -131,9 +162,15 @@ class Problem:
             raise ValueError("stack needs problems of one size, dtype and device; got "
                              f"{sorted(str(s[:4]) for s in shapes)}")
         d = problems[0].d
+        masks = [p.mask for p in problems]
+        if all(m is None for m in masks):
+            mask = None
+        else:
+            full = torch.ones(problems[0].X.shape[:-1], dtype=torch.bool, device=problems[0].X.device)
+            mask = torch.stack([full if m is None else m.expand_as(full) for m in masks])
         return Problem(torch.stack([p.X for p in problems]), torch.stack([p.Y for p in problems]),
                        torch.stack([p.Z for p in problems]),
-                       torch.stack([p.v.expand(d) if p.v.ndim == 1 else p.v for p in problems]))
+                       torch.stack([p.v.expand(d) if p.v.ndim == 1 else p.v for p in problems]), mask)
 
     @staticmethod
     def self_attention(X: torch.Tensor, Y: torch.Tensor, v: torch.Tensor,
@@ -146,6 +183,31 @@ class Problem:
         if not query_index < X.shape[-2]:
             raise ValueError(f"query_index {query_index} is not a token index of X {tuple(X.shape)}")
         return Problem(X, Y, X[..., query_index, :], v)
+
+    @staticmethod
+    def sequence(X: torch.Tensor, Y: torch.Tensor, v: torch.Tensor, causal: bool = False) -> "Problem":
+        """Sequence-to-sequence self-attention (paper A's sequence extension): every position
+        ``k`` of ``X_i`` is a query ``x_ik`` with its own label ``Y_ik``.
+
+        ``X (*B, n, T, d)``, ``Y (*B, n, T)``. Returns the equivalent problem with ``n * T``
+        examples, example ``i * T + k`` being query ``x_ik`` over the tokens of ``X_i`` (over
+        ``t <= k`` when ``causal``, through the mask). Its ERM is the mean over all ``(i, k)``,
+        its Att-SVM has one constraint block per ``(i, k)``.
+        """
+        X = as_tensor(X, "X")
+        if X.ndim < 3:
+            raise ValueError(f"X must have shape (..., n, T, d), got {tuple(X.shape)}")
+        causal = check_flag(causal, "causal")
+        *batch, n, T, d = X.shape
+        Y = as_tensor(Y, "Y", dtype=X.dtype, device=X.device)
+        if tuple(Y.shape) != (*batch, n, T):
+            raise ValueError(f"Y must have one label per position, shape {(*batch, n, T)}, got "
+                             f"{tuple(Y.shape)}")
+        tokens = X.unsqueeze(-3).expand(*batch, n, T, T, d).reshape(*batch, n * T, T, d)
+        mask = None
+        if causal:
+            mask = torch.ones(T, T, dtype=torch.bool, device=X.device).tril().repeat(n, 1)
+        return Problem(tokens, Y.reshape(*batch, n * T), X.reshape(*batch, n * T, d), v, mask)
 
 
 def _unit(x: torch.Tensor) -> torch.Tensor:

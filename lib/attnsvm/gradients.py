@@ -71,13 +71,13 @@ def optimal_risk(problem: Problem, loss: str = "logistic") -> torch.Tensor:
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     check_loss(loss)
-    return LOSSES[loss](problem.scores.max(dim=-1).values).mean(-1)
+    return LOSSES[loss](problem.allowed_scores.max(dim=-1).values).mean(-1)
 
 
 def excess_over_optimal(evaluation: Evaluation, problem: Problem, loss: str) -> torch.Tensor:
     """``L - L*`` per trial, without cancellation: the evaluation's excess over its top tokens plus
     ``(1/n) sum_i [loss(gamma_{i,top}) - loss(gamma_{i,opt})]`` (0 where the top tokens are opt)."""
-    scores = problem.scores
+    scores = problem.allowed_scores
     best = scores.max(dim=-1).values
     top = scores.gather(-1, evaluation.top.unsqueeze(-1)).squeeze(-1)
     return evaluation.excess + LOSS_INCREMENTS[loss](best, top - best).mean(-1)

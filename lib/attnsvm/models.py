@@ -72,7 +72,7 @@ class WAttention(Attention):
     def logits(self, problem: Problem) -> torch.Tensor:
         _check_dim(problem, self.W.shape[-1])
         Wz = problem.Z @ self.W.transpose(-1, -2)                        # (W z_i)^T, (*B, n, d)
-        return (problem.X @ Wz.unsqueeze(-1)).squeeze(-1)
+        return problem.mask_logits((problem.X @ Wz.unsqueeze(-1)).squeeze(-1))
 
     def combined(self) -> torch.Tensor:
         return self.W.detach()
@@ -114,7 +114,7 @@ class KQAttention(Attention):
     def logits(self, problem: Problem) -> torch.Tensor:
         _check_dim(problem, self.K.shape[-2])
         Wz = (problem.Z @ self.Q) @ self.K.transpose(-1, -2)             # (K Q^T z_i)^T
-        return (problem.X @ Wz.unsqueeze(-1)).squeeze(-1)
+        return problem.mask_logits((problem.X @ Wz.unsqueeze(-1)).squeeze(-1))
 
     def combined(self) -> torch.Tensor:
         return (self.K @ self.Q.transpose(-1, -2)).detach()
@@ -149,7 +149,7 @@ class PromptAttention(Attention):
     def logits(self, problem: Problem) -> torch.Tensor:
         _check_dim(problem, self.p.shape[-1] if self.key_matrix is None else self.key_matrix.shape[-2])
         keys = problem.X if self.key_matrix is None else problem.X @ self.key_matrix
-        return torch.einsum("...ntd,...d->...nt", keys, self.p)
+        return problem.mask_logits(torch.einsum("...ntd,...d->...nt", keys, self.p))
 
     def combined(self) -> torch.Tensor:
         return self.p.detach()

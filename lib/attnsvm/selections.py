@@ -31,7 +31,7 @@ def selection_kind(problem: Problem, alpha, norm: str = "fro") -> tuple[str, SVM
         raise ValueError("pass one instance (use problem.trial(b) on batched problems)")
     alpha = torch.as_tensor(alpha)
     try:
-        result = att_svm(problem.X, problem.Z, alpha, norm)
+        result = att_svm(problem.X, problem.Z, alpha, norm, mask=problem.mask)
     except InfeasibleError:
         return "infeasible", None
     except IllConditionedError:
@@ -58,8 +58,9 @@ def classify_selections(problem: Problem, norm: str = "fro"
     if problem.T ** problem.n > MAX_SELECTIONS:
         raise ValueError(f"T^n = {problem.T}^{problem.n} selections is more than "
                          f"{MAX_SELECTIONS}; classify chosen selections with selection_kind")
-    return {alpha: selection_kind(problem, alpha, norm)
-            for alpha in itertools.product(range(problem.T), repeat=problem.n)}
+    allowed = [range(problem.T)] * problem.n if problem.mask is None else \
+        [torch.nonzero(row).flatten().tolist() for row in problem.mask.cpu()]
+    return {alpha: selection_kind(problem, alpha, norm) for alpha in itertools.product(*allowed)}
 
 
 def run_outcomes(problem: Problem, probabilities: torch.Tensor, saturation: float = 0.99,

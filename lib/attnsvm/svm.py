@@ -167,6 +167,8 @@ def _blocking_example(blocks: list[np.ndarray], diffs: np.ndarray, Z: np.ndarray
     """Explain infeasibility: the first example that cannot be added to the earlier ones.
     ``Z`` is ``None`` for the p-SVM (one vector p shared by every example, no queries)."""
     for i, block in enumerate(blocks):
+        if not block.size:                    # a query that sees only its selected token
+            continue
         if Z is not None and not np.any(Z[i]):
             return f"example {i} has a zero query z_i, so its logits cannot separate any token"
         same = np.flatnonzero(np.abs(diffs[i]).max(axis=1) == 0)
@@ -284,7 +286,7 @@ def _result(solution: np.ndarray, other_margins: np.ndarray, alpha: np.ndarray, 
 
 
 def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
-            support_tol: float = 1e-5, solver: str = "CLARABEL") -> SVMResult:
+            support_tol: float = 1e-5, solver: str = "CLARABEL", mask=None) -> SVMResult:
     """Solve Att-SVM (``norm="fro"``) or Att-SVM* (``norm="nuc"``) for the selection ``alpha``.
 
     Args:
@@ -295,6 +297,8 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
         solver: a cvxpy solver name; the interior-point ``"CLARABEL"`` (its solution is checked
             against the constraints to 1e-6) unless you want to see what a first-order solver
             (``"SCS"``, unchecked; primal form on the data subspace) leaves in the singular values.
+        mask: boolean ``(n, T)``, the tokens each query may attend to (``Problem.mask``, e.g.
+            causal attention); masked tokens get no constraint (margin ``+inf``). None = all.
 
     Raises:
         InfeasibleError: no W satisfies the constraints; the message names the blocking example.
@@ -312,19 +316,44 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
     n, T, d = X.shape
     alpha = _selection(alpha, n, T)
     diffs = token_differences(X, alpha)                                   # (n, T-1, d)
+    keep = _constrained(mask, alpha, n, T)                                # (n, T-1)
     # Both norms are unitarily invariant, so projecting W onto span(differences) x span(queries)
     # keeps every constraint and never increases the norm: solve for the small core M only.
     left, right = _basis(diffs.reshape(-1, d)), _basis(Z)
-    reduced = np.einsum("ntu,nv->ntuv", diffs @ left, Z @ right).reshape(n * (T - 1), -1)
+    reduced = np.einsum("ntu,nv->ntuv", diffs @ left, Z @ right)[keep].reshape(int(keep.sum()), -1)
+    if not keep.any():
+        raise ValueError("no constraint: every query sees only its selected token (nothing to "
+                         "separate); the SVM is undefined")
     try:
         core = _solve(reduced, (left.shape[1], right.shape[1]), norm, solver)
     except InfeasibleError:
         features = np.einsum("ntd,ne->ntde", diffs, Z).reshape(n, T - 1, d * d)
-        raise InfeasibleError("Att-SVM is infeasible: "
-                              + _blocking_example(list(features), diffs, Z)) from None
+        raise InfeasibleError("Att-SVM is infeasible: " + _blocking_example(
+            [f[k] for f, k in zip(features, keep)], [g[k] for g, k in zip(diffs, keep)], Z)) from None
     W = left @ core @ right.T
-    return _result(W, np.einsum("ntd,de,ne->nt", diffs, W, Z), alpha, norm,
-                   _scaled_norm(W, norm), support_tol, rank_tol)
+    margins = np.where(keep, np.einsum("ntd,de,ne->nt", diffs, W, Z), np.inf)
+    return _result(W, margins, alpha, norm, _scaled_norm(W, norm), support_tol, rank_tol)
+
+
+def _constrained(mask, alpha: np.ndarray, n: int, T: int) -> np.ndarray:
+    """Which of the ``T - 1`` differences of each example are constraints ``(n, T - 1)``: all,
+    or those to tokens the query may attend to. The selected tokens must be allowed."""
+    if mask is None:
+        return np.ones((n, T - 1), dtype=bool)
+    mask = torch.as_tensor(mask)
+    if mask.dtype != torch.bool or tuple(mask.shape) != (n, T):
+        raise ValueError(f"mask must be a boolean tensor of shape (n, T) = {(n, T)}, got "
+                         f"{mask.dtype} {tuple(mask.shape)}")
+    mask = mask.cpu().numpy()
+    if not mask[np.arange(n), alpha].all():
+        i = int(np.flatnonzero(~mask[np.arange(n), alpha])[0])
+        raise ValueError(f"example {i} selects token {int(alpha[i])}, which its query may not "
+                         "attend to (masked)")
+    keep = mask.copy()
+    keep[np.arange(n), alpha] = False
+    others = np.ones((n, T), dtype=bool)
+    others[np.arange(n), alpha] = False
+    return keep[others].reshape(n, T - 1)
 
 
 def p_svm(keys, alpha, support_tol: float = 1e-5) -> SVMResult:
