@@ -267,3 +267,19 @@ def test_dimension_mismatch_and_unknown_loss(batched):
         A.PromptAttention(torch.zeros(3, 5)).logits(batched)
     with pytest.raises(ValueError, match="unknown loss 'hinge'"):
         A.empirical_risk(A.WAttention.zeros(6, trials=3), batched, loss="hinge")
+
+
+def test_penalized_head_prefers_the_hand_computed_mixture():
+    """Orthonormal tokens e1, e2 with v = (1, 1) and lam = 1: h(s e1 + (1-s) e2) = 1 - s^2 - (1-s)^2,
+    largest at s = 1/2 (h = 1/2), above either token alone (h = 0)."""
+    X = torch.eye(2, dtype=torch.float64)[None]
+    P = A.Problem(X, torch.ones(1, dtype=torch.float64), torch.tensor([[1.0, 0.0]], dtype=torch.float64),
+                  torch.tensor([1.0, 1.0], dtype=torch.float64))
+    head = A.PenalizedHead(torch.tensor([1.0, 1.0], dtype=torch.float64), 1.0)
+    for a, expected in ((0.0, 0.5), (50.0, 0.0)):
+        W = torch.tensor([[a, 0.0], [0.0, 0.0]], dtype=torch.float64)
+        assert abs(float(A.predict(A.WAttention(W), P, head)) - expected) < 1e-12
+    with pytest.raises(ValueError):
+        A.PenalizedHead(torch.ones(2), -1.0)
+    with pytest.raises(ValueError, match="dimension"):
+        A.empirical_risk(A.WAttention.zeros(2), P, A.PenalizedHead(torch.ones(3, dtype=torch.float64), 1.0))

@@ -207,6 +207,27 @@ class MLPHead:
         return hidden @ self.a.to(r)
 
 
+class PenalizedHead:
+    """Nonlinear head ``h(r) = v^T r - lam ||r||^2`` with fixed ``v (*B, d)`` (paper A's "lambda"
+    head): it rewards the direction ``v`` but penalizes long outputs, so a mixture of tokens can
+    beat every single token."""
+
+    def __init__(self, v: torch.Tensor, lam: float) -> None:
+        self.v = as_tensor(v, "v")
+        if self.v.ndim < 1:
+            raise ValueError("v must be a vector of shape (..., d), got a scalar")
+        check_nonempty(self.v, "v")
+        self.lam = check_positive(lam, "lam")
+        self.params: list[torch.Tensor] = []
+        self.names: list[str] = []
+        self.core_dims: list[int] = []
+
+    def __call__(self, r: torch.Tensor, problem: Problem) -> torch.Tensor:
+        v = self.v.to(r)
+        return torch.einsum("...nd,...d->...n", r, v.expand(*r.shape[:-2], r.shape[-1])) \
+            - self.lam * (r * r).sum(-1)
+
+
 LOSSES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "logistic": lambda u: torch.nn.functional.softplus(-u),    # log(1 + exp(-u)), stable
     "exponential": lambda u: torch.exp(-u),
@@ -214,7 +235,7 @@ LOSSES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-Head = LinearHead | MLPHead
+Head = LinearHead | MLPHead | PenalizedHead
 
 
 def predict(attention: Attention, problem: Problem, head: Head | None = None,
@@ -265,12 +286,15 @@ def check_compatible(attention: Attention, problem: Problem) -> None:
 
 def check_head(head: "Head | None", problem: Problem) -> None:
     """Raise ``ValueError`` unless the head acts on vectors of the tokens' dimension ``d``."""
-    if head is not None and not isinstance(head, (LinearHead, MLPHead)):
-        raise TypeError(f"head must be None, a LinearHead or an MLPHead, got {type(head).__name__}")
+    if head is not None and not isinstance(head, (LinearHead, MLPHead, PenalizedHead)):
+        raise TypeError(f"head must be None, a LinearHead, an MLPHead or a PenalizedHead, got "
+                        f"{type(head).__name__}")
     if isinstance(head, LinearHead) and head.params:
         width = head.params[0].shape[-1]
     elif isinstance(head, MLPHead):
         width = head.V.shape[-2]
+    elif isinstance(head, PenalizedHead):
+        width = head.v.shape[-1]
     else:
         return
     if width != problem.d:
