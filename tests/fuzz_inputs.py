@@ -364,6 +364,17 @@ def method_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
         cases.append(("mask", "att_svm(mask=bad)", lambda m=mask: A.att_svm(P.X, P.Z, P.opt, mask=m)))
     cases.append(("mask", "att_svm selects a masked token",
                   lambda: A.att_svm(P.X, P.Z, [0, 0], mask=torch.tensor([[False, True, True], [True, True, True]]))))
+    for norm in (0.5, "nuc", math.nan, math.inf, True, None, -2):
+        cases.append(("norm", f"norm_svm(norm={norm!r})", lambda q=norm: A.norm_svm(P.X, P.Z, P.opt, q)))
+    cases.append(("norm", "norm_svm spectral diagonal", lambda: A.norm_svm(P.X, P.Z, P.opt, "spectral", diagonal=True)))
+    cases.append(("type", "norm_svm diagonal='yes'", lambda: A.norm_svm(P.X, P.Z, P.opt, 2, diagonal="yes")))
+    cases.append(("norm", "matrix_norm(norm=0)", lambda: A.matrix_norm(torch.ones(2, 2), 0)))
+    for value in (1.0, 0.5, math.nan, math.inf, "3", None):
+        cases.append(("step", f"train mirror p={value!r}", lambda v=value: A.train(W, P, 2, method="mirror", p=v)))
+    cases.append(("step", "train mirror with max_step", lambda: A.train(W, P, 2, method="mirror", max_step=1.0)))
+    for k, q in ((torch.ones(3, dtype=F64), torch.ones(4, dtype=F64)), (torch.tensor(1.0), torch.tensor(1.0)),
+                 ("k", "q"), (torch.full((4,), math.nan, dtype=F64), torch.ones(4, dtype=F64))):
+        cases.append(("shape", "DiagonalAttention bad", lambda a=k, b=q: A.DiagonalAttention(a, b)))
     cases.append(("reference", "train: zero reference",
                   lambda: A.train(A.WAttention.zeros(4), P, 3, reference=torch.zeros(4, 4))))
     return cases

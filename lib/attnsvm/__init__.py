@@ -11,8 +11,9 @@ from .data import Problem, figure_problem, random_problem
 from .gensvm import GenSVMResult, finite_part, gen_svm, selected_sets, svm_eq_fit
 from .gradients import excess_risk, optimal_risk
 from .jointsvm import relaxed_p_svm, v_svm
+from .normsvm import matrix_norm, norm_svm
 from .metrics import corr, is_global, max_probability, numerical_rank, probability_on, selected_tokens
-from .models import (LOSSES, Attention, KQAttention, LinearHead, MLPHead, PenalizedHead, PromptAttention,
+from .models import (LOSSES, Attention, DiagonalAttention, KQAttention, LinearHead, MLPHead, PenalizedHead, PromptAttention,
                      WAttention, attention_output, empirical_risk, predict)
 from .path import PathResult, PathWarning, regularization_path
 from .report import claim, format_table, proportion_interval, within
@@ -27,8 +28,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Problem", "figure_problem", "random_problem", "excess_risk", "optimal_risk",
     "GenSVMResult", "finite_part", "gen_svm", "selected_sets", "svm_eq_fit", "relaxed_p_svm", "v_svm",
+    "matrix_norm", "norm_svm",
     "corr", "is_global", "max_probability", "numerical_rank", "probability_on", "selected_tokens",
-    "LOSSES", "Attention", "KQAttention", "LinearHead", "MLPHead", "PenalizedHead", "PromptAttention",
+    "LOSSES", "Attention", "DiagonalAttention", "KQAttention", "LinearHead", "MLPHead", "PenalizedHead", "PromptAttention",
     "WAttention",
     "attention_output", "empirical_risk", "predict",
     "PathResult", "PathWarning", "regularization_path",

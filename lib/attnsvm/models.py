@@ -120,6 +120,38 @@ class KQAttention(Attention):
         return (self.K @ self.Q.transpose(-1, -2)).detach()
 
 
+class DiagonalAttention(Attention):
+    """Diagonal factorization ``W = diag(k * q)`` with ``k, q`` of shape ``(*B, d)`` (Sheen et al.
+    2024): logits ``sum_j x_tj k_j q_j z_j``. Its balanced-norm penalty is the l1 norm of the
+    diagonal, as the nuclear norm is for ``K Q^T``."""
+
+    def __init__(self, k: torch.Tensor, q: torch.Tensor) -> None:
+        k, q = as_tensor(k, "k"), as_tensor(q, "q", dtype=None)
+        if k.shape != q.shape or k.ndim < 1:
+            raise ValueError(f"k and q must both have shape (..., d), got {tuple(k.shape)} and "
+                             f"{tuple(q.shape)}")
+        check_nonempty(k, "k")
+        self._own({"k": k, "q": q.to(k)}, core_dims=1)
+
+    @classmethod
+    def init(cls, d: int, trials: int | None = None, scale: float = 0.1,
+             dtype: torch.dtype = DEFAULT_DTYPE, device: str | torch.device = "cpu") -> "DiagonalAttention":
+        """``k(0) = q(0) = scale * 1`` (a small balanced start; ``k = q = 0`` is a stationary point)."""
+        d = check_count(d, "d", 1)
+        lead = () if trials is None else (check_count(trials, "trials", 1),)
+        scale = check_positive(scale, "scale")
+        ones = torch.full((*lead, d), scale, dtype=check_dtype(dtype), device=get_device(device))
+        return cls(ones, ones.clone())
+
+    def logits(self, problem: Problem) -> torch.Tensor:
+        _check_dim(problem, self.params[0].shape[-1])
+        scaled = problem.Z * (self.params[0] * self.params[1]).unsqueeze(-2)     # diag(k q) z_i
+        return problem.mask_logits((problem.X @ scaled.unsqueeze(-1)).squeeze(-1))
+
+    def combined(self) -> torch.Tensor:
+        return torch.diag_embed(self.params[0] * self.params[1]).detach()
+
+
 class PromptAttention(Attention):
     """Paper B's prompt (query) vector ``p`` of shape ``(*B, d)``: logits ``x_t^T W_key p``.
 

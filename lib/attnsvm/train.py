@@ -5,7 +5,11 @@ Normalized GD takes ``theta <- theta - lr * g / ||g||`` on each parameter block 
 separately (the protocol of the papers' experiments). The Polyak step takes
 ``theta <- theta - lr * (L - L*) / ||g||^2 * g`` with the true infimum ``L*`` of the risk
 (:func:`~attnsvm.gradients.optimal_risk`, the risk of all attention on the optimal tokens), the
-difference ``L - L*`` computed without cancellation. The two knobs of the authors' code are
+difference ``L - L*`` computed without cancellation. Two steps make the iterates pick other norms: **mirror descent** with potential ``(1/p) sum |theta_jk|^p``
+keeps the dual variable ``u = sign(theta) |theta|^(p-1)``, steps ``u <- u - lr g / ||g||_F`` and
+maps back ``theta = sign(u) |u|^(1/(p-1))`` (Julistiono, Tarzanagh and Azizan 2024); the
+**spectral** step ``theta <- theta - lr U V^T`` uses the polar factor of ``g = U S V^T`` (the
+update of the Muon optimizer without momentum; a vector block steps along ``g / ||g||``). The two knobs of the authors' code are
 available to reproduce their curves: ``eps`` (normalize by ``||g|| + eps``) and ``ridge`` (add
 ``ridge * sum ||theta||^2`` to the loss). Both default to 0: pure normalized GD with exact,
 re-centred gradients.
@@ -24,6 +28,9 @@ from .metrics import corr, max_probability, unit_scale
 from .models import (Attention, Head, LinearHead, check_compatible, check_head, check_loss,
                      risk_from_logits)
 from .utils import as_tensor, check_count, check_flag, check_positive
+
+
+METHODS = ("gd", "ngd", "polyak", "mirror", "spectral")
 
 
 class TrainingError(ValueError):
@@ -92,7 +99,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
           method: str = "ngd", *, head: Head | None = None, loss: str = "logistic",
           reference: torch.Tensor | None = None, log_every: int = 1,
           record_iterates: bool = False, eps: float = 0.0, ridge: float = 0.0,
-          stable: bool = True, max_step: float | None = None,
+          stable: bool = True, max_step: float | None = None, p: float = 2.0,
           callback: Callable[[int, Attention], None] | None = None) -> History:
     """Run ``steps`` iterations of GD (``method="gd"``), normalized GD (``"ngd"``) or the Polyak
     step (``"polyak"``, with the true infimum ``L*``; linear fixed head only) in place.
@@ -105,6 +112,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
         reference: direction to track (same shape as ``attention.combined()``, or broadcastable).
         eps, ridge: the authors' safeguards (THEORY.md section 5, pitfalls 2-3); 0 = exact NGD.
         stable: re-centred softmax output (default) or the textbook formula.
+        p: the exponent of the mirror-descent potential (``method="mirror"``), ``p > 1``.
         max_step: the longest update allowed (all blocks together, per trial); None = no cap. The
             Polyak step needs one on runs heading for a locally optimal selection: there
             ``L - L*`` stays positive while the gradient vanishes, so the step grows without bound.
@@ -112,8 +120,14 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
 
     Returns the :class:`History`; raises :class:`TrainingError` on NaN/inf.
     """
-    if method not in ("gd", "ngd", "polyak"):
-        raise ValueError(f"method must be 'gd', 'ngd' or 'polyak', got {method!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+    p = check_positive(p, "p")
+    if not p > 1:
+        raise ValueError(f"the mirror-descent exponent p must be > 1, got {p}")
+    if method == "mirror" and max_step is not None:
+        raise ValueError("max_step does not apply to mirror descent (its steps are taken in the "
+                         "dual space); lower lr instead")
     steps, log_every = check_count(steps, "steps"), check_count(log_every, "log_every", 1)
     lr = check_positive(lr, "lr")
     eps = check_positive(eps, "eps", allow_zero=True)
@@ -165,6 +179,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
         raise ValueError("the Polyak step needs the problem's fixed linear head, the re-centred "
                          "softmax (stable=True) and a W, (K, Q) or p attention")
     values = problem.scores * problem.Y.unsqueeze(-1) if closed_form else None
+    duals = [_to_dual(q, p) for q in params] if method == "mirror" else None
     for step in range(steps + 1):
         if closed_form:
             evaluation = risk_and_gradients(attention, problem, loss, values)
@@ -185,12 +200,18 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             grads = torch.autograd.grad(risk.sum(), params)
         with torch.no_grad():
             if ridge:
-                grads = [g + 2 * ridge * p for p, g in zip(params, grads)]
+                grads = [g + 2 * ridge * q for q, g in zip(params, grads)]
             if method == "ngd":
                 updates = [lr * block_normalize(g, k, eps) for g, k in zip(grads, core)]
             elif method == "polyak":
                 excess = excess_over_optimal(evaluation, problem, loss)
                 updates = _polyak(grads, core, excess, lr, max_step)
+            elif method == "spectral":
+                updates = [lr * (_polar(g) if k == 2 else block_normalize(g, k)) for g, k in zip(grads, core)]
+            elif method == "mirror":
+                for u, g, k in zip(duals, grads, core):
+                    u -= lr * block_normalize(g, k)
+                updates = [q - _from_dual(u, p) for q, u in zip(params, duals)]
             else:
                 updates = [lr * g for g in grads]
             lengths = _length(updates, core)
@@ -200,8 +221,8 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
                 lengths = torch.minimum(lengths, torch.full_like(lengths, max_step))
             if logged_now:
                 rows["step"].append(lengths)
-            for p, u in zip(params, updates):
-                p -= u
+            for param, u in zip(params, updates):
+                param -= u
 
     return History(steps=torch.tensor(logged), loss=torch.stack(rows["loss"]),
                    norm=torch.stack(rows["norm"]), corr=torch.stack(rows["corr"]),
@@ -239,3 +260,24 @@ def _polyak(grads: list[torch.Tensor], core: tuple[int, ...], excess: torch.Tens
     top = torch.where(top > 0, top, torch.ones_like(top))
     scale = torch.where(positive, length / (safe / top), torch.zeros_like(norm))
     return [_expand(scale, k) * (g / _expand(top, k)) for g, k in zip(grads, core)]
+
+
+def _to_dual(theta: torch.Tensor, p: float) -> torch.Tensor:
+    """The mirror map ``grad psi(theta) = sign(theta) |theta|^(p - 1)``."""
+    return (torch.sign(theta) * theta.abs().pow(p - 1)).detach().clone()
+
+
+def _from_dual(u: torch.Tensor, p: float) -> torch.Tensor:
+    """Its inverse ``sign(u) |u|^(1 / (p - 1))``."""
+    return torch.sign(u) * u.abs().pow(1 / (p - 1))
+
+
+def _polar(grad: torch.Tensor) -> torch.Tensor:
+    """``U V^T`` for ``grad = U S V^T`` (batched), keeping only singular values above 1e-12 of
+    the largest (the sign of a zero singular value is 0); computed on the gradient divided by its
+    largest entry, so that tiny exact gradients do not underflow."""
+    top = grad.abs().flatten(-2).amax(-1)[..., None, None]
+    scaled = grad / torch.where(top > 0, top, torch.ones_like(top))
+    U, S, Vh = torch.linalg.svd(scaled, full_matrices=False)
+    keep = (S > 1e-12 * S[..., :1]).to(grad.dtype)
+    return (U * keep.unsqueeze(-2)) @ Vh
