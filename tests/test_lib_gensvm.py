@@ -138,3 +138,22 @@ def test_selected_sets_and_the_acceptance_filter():
                 torch.tensor([[1.5, -0.5]], dtype=F64)):
         with pytest.raises(ValueError):
             A.selected_sets(bad)
+
+
+def test_gen_svm_and_selected_sets_honour_a_token_mask():
+    """Causal attention: masked (future) tokens get no constraint and do not count as masked by
+    training; the first position (one visible token) is allowed and unconstrained."""
+    X = torch.randn(1, 3, 4, generator=A.set_seed(51), dtype=F64)
+    X = X / X.norm(dim=-1, keepdim=True)
+    P = A.Problem.sequence(X, torch.ones(1, 3, dtype=F64), torch.ones(4, dtype=F64) / 2, causal=True)
+    sets = torch.tensor([[True, False, False], [True, False, False], [True, True, False]])
+    result = A.gen_svm(P.X, P.Z, sets, mask=P.mask)
+    assert bool(torch.isinf(result.margins[~P.mask]).all()) and bool(torch.isinf(result.margins[0]).all())
+    assert float(result.margins[1, 1]) >= 1 - 1e-9
+    with pytest.raises(ValueError, match="may not see"):
+        A.gen_svm(P.X, P.Z, torch.tensor([[True, True, False]] * 3), mask=P.mask)
+    uniform = A.WAttention.zeros(4).probabilities(P)          # W = 0: nothing chosen yet
+    assert not bool(A.selected_sets(uniform, mask=P.mask)[1])
+    assert bool(A.selected_sets(uniform)[1])                   # without the mask: wrongly clear
+    with pytest.raises(ValueError, match="does not fit"):
+        A.selected_sets(uniform, mask=torch.ones(2, 2, dtype=torch.bool))

@@ -55,7 +55,7 @@ KEEP = 1e-3      # a token with final probability >= KEEP is selected (the autho
 MASKED = 1e-6    # ... and one with probability <= MASKED is masked; in between is ambiguous
 
 
-def selected_sets(probabilities, keep: float = KEEP, masked: float = MASKED
+def selected_sets(probabilities, keep: float = KEEP, masked: float = MASKED, mask=None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """The selected sets of a batch of runs and the authors' acceptance filter (paper A's
     multi-token experiment; THEORY.md section 5, pitfall 6).
@@ -63,7 +63,9 @@ def selected_sets(probabilities, keep: float = KEEP, masked: float = MASKED
     From final softmax probabilities ``(*B, n, T)``: ``O_i = {t : s_it >= keep}`` as a boolean
     mask ``(*B, n, T)``, and per run ``(*B,)`` whether it is *clear*: no probability in
     ``(masked, keep)`` (ambiguous) and at least one at most ``masked`` (something is masked).
-    The SVMs must still be solved for a run to be accepted.
+    The SVMs must still be solved for a run to be accepted. With a token ``mask`` (e.g. causal
+    attention, ``Problem.mask``), tokens a query may not see count neither as masked by training
+    nor as ambiguous.
     """
     s = torch.as_tensor(probabilities)
     if s.ndim < 2 or not s.is_floating_point():
@@ -75,14 +77,36 @@ def selected_sets(probabilities, keep: float = KEEP, masked: float = MASKED
     keep = check_positive(keep, "keep", upper=1.0)
     if not masked < keep:
         raise ValueError(f"need masked < keep, got masked={masked} and keep={keep}")
-    sets = s >= keep
-    ambiguous = ((s > masked) & (s < keep)).flatten(-2).any(-1)
-    something_masked = (s <= masked).flatten(-2).any(-1)
+    visible = torch.ones_like(s, dtype=torch.bool)
+    if mask is not None:
+        mask = torch.as_tensor(mask)
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a boolean tensor, got {mask.dtype}")
+        try:
+            visible = torch.broadcast_to(mask.to(s.device), s.shape)
+        except RuntimeError:
+            raise ValueError(f"mask {tuple(mask.shape)} does not fit the probabilities "
+                             f"{tuple(s.shape)}") from None
+    sets = (s >= keep) & visible
+    ambiguous = ((s > masked) & (s < keep) & visible).flatten(-2).any(-1)
+    something_masked = ((s <= masked) & visible).flatten(-2).any(-1)
     return sets, ~ambiguous & something_masked
 
 
-def _sets(selected, n: int, T: int) -> np.ndarray:
-    """The selected sets as an ``(n, T)`` boolean mask, validated (each a non-empty proper subset)."""
+def _visible(mask, n: int, T: int) -> np.ndarray:
+    """The tokens each query may see, ``(n, T)`` boolean (all without a mask)."""
+    if mask is None:
+        return np.ones((n, T), dtype=bool)
+    mask = torch.as_tensor(mask)
+    if mask.dtype != torch.bool or tuple(mask.shape) != (n, T):
+        raise ValueError(f"mask must be a boolean tensor of shape (n, T) = {(n, T)}, got "
+                         f"{mask.dtype} {tuple(mask.shape)}")
+    return mask.cpu().numpy()
+
+
+def _sets(selected, n: int, T: int, visible: np.ndarray | None = None) -> np.ndarray:
+    """The selected sets as an ``(n, T)`` boolean mask, validated (each a non-empty proper subset
+    of the visible tokens)."""
     if not isinstance(selected, (torch.Tensor, np.ndarray, list, tuple)):
         raise TypeError(f"selected must be a boolean mask of shape (n, T) = {(n, T)}, got "
                         f"{type(selected).__name__}")
@@ -96,6 +120,11 @@ def _sets(selected, n: int, T: int) -> np.ndarray:
     empty = np.flatnonzero(~mask.any(axis=1))
     if empty.size:
         raise ValueError(f"example {int(empty[0])} selects no token: every set O_i needs one")
+    if visible is not None:                   # a token mask: a query may keep all it sees
+        if (mask & ~visible).any():
+            i = int(np.flatnonzero((mask & ~visible).any(axis=1))[0])
+            raise ValueError(f"example {i} selects a token its query may not see (masked)")
+        return mask
     full = np.flatnonzero(mask.all(axis=1))
     if full.size:
         raise ValueError(f"example {int(full[0])} selects all its tokens: nothing is masked, so no "
@@ -110,10 +139,13 @@ def _check_data(X, Z) -> tuple[np.ndarray, np.ndarray]:
     return X, Z
 
 
-def _rows(X: np.ndarray, Z: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+def _rows(X: np.ndarray, Z: np.ndarray, mask: np.ndarray, visible: np.ndarray | None = None
+          ) -> tuple[np.ndarray, np.ndarray, list]:
     """Constraint features ``vec((x_{i,t0} - x_it) z_i^T)``: the equalities (``t in O_i``, ``t != t0``)
-    and the inequalities (``t`` not in ``O_i``), with ``(i, t)`` of each inequality."""
+    and the inequalities (``t`` visible and not in ``O_i``), with ``(i, t)`` of each inequality."""
     equal, unequal, where = [], [], []
+    if visible is None:
+        visible = np.ones_like(mask)
     for i in range(X.shape[0]):
         members = np.flatnonzero(mask[i])
         anchor = X[i, members[0]]
@@ -121,7 +153,7 @@ def _rows(X: np.ndarray, Z: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, n
             row = np.outer(anchor - X[i, t], Z[i]).ravel()
             if mask[i, t] and t != members[0]:
                 equal.append(row)
-            elif not mask[i, t]:
+            elif not mask[i, t] and visible[i, t]:
                 unequal.append(row)
                 where.append((i, t))
     d2 = X.shape[2] ** 2
@@ -137,8 +169,10 @@ def _null_space(E: np.ndarray, dim: int) -> np.ndarray:
     return vt[rank:].T
 
 
-def gen_svm(X, Z, selected, support_tol: float = 1e-5) -> GenSVMResult:
+def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None) -> GenSVMResult:
     """Solve Gen-SVM for the sets ``selected`` (boolean ``(n, T)``, True = token in ``O_i``).
+    ``mask`` (boolean ``(n, T)``, e.g. ``Problem.mask`` of causal attention): tokens a query may
+    not see get no constraint (margin ``+inf``); the selected tokens must be visible.
 
     Raises:
         InfeasibleError: no W keeps every set's logits equal and 1 above every masked token; the
@@ -147,13 +181,16 @@ def gen_svm(X, Z, selected, support_tol: float = 1e-5) -> GenSVMResult:
     support_tol = check_positive(support_tol, "support_tol", upper=1.0)
     X, Z = _check_data(X, Z)
     n, T, d = X.shape
-    mask = _sets(selected, n, T)
-    E, A, where = _rows(X, Z, mask)
+    visible = _visible(mask, n, T)
+    sets = _sets(selected, n, T, visible if mask is not None else None)
+    E, A, where = _rows(X, Z, sets, visible)
+    if not A.size:
+        raise ValueError("no constraint: every query sees only its selected tokens")
     basis = _null_space(E, d * d)
     reduced = A @ basis
     coefficients = _min_norm_point(reduced) if basis.shape[1] else None
     if coefficients is None:
-        raise InfeasibleError("Gen-SVM is infeasible: " + _blocking(X, Z, mask))
+        raise InfeasibleError("Gen-SVM is infeasible: " + _blocking(X, Z, sets, visible))
     W = (basis @ coefficients).reshape(d, d)
     margins = np.full((n, T), np.inf)
     for (i, t), value in zip(where, A @ W.ravel()):
@@ -161,38 +198,40 @@ def gen_svm(X, Z, selected, support_tol: float = 1e-5) -> GenSVMResult:
     return GenSVMResult(W=torch.from_numpy(W), objective=_scaled_norm(W),
                         margins=torch.from_numpy(margins),
                         support=torch.from_numpy(margins <= 1 + support_tol),
-                        selected=torch.from_numpy(mask))
+                        selected=torch.from_numpy(sets))
 
 
-def _feasible_sets(X: np.ndarray, Z: np.ndarray, mask: np.ndarray) -> bool:
-    E, A, _ = _rows(X, Z, mask)
+def _feasible_sets(X: np.ndarray, Z: np.ndarray, mask: np.ndarray, visible: np.ndarray) -> bool:
+    E, A, _ = _rows(X, Z, mask, visible)
+    if not A.size:
+        return True
     basis = _null_space(E, X.shape[2] ** 2)
     return bool(basis.shape[1]) and _min_norm_point(A @ basis) is not None
 
 
-def _blocking(X: np.ndarray, Z: np.ndarray, mask: np.ndarray) -> str:
+def _blocking(X: np.ndarray, Z: np.ndarray, mask: np.ndarray, visible: np.ndarray) -> str:
     """The first example that is infeasible alone, or that cannot join the earlier ones."""
     for i in range(X.shape[0]):
-        if not _feasible_sets(X[i:i + 1], Z[i:i + 1], mask[i:i + 1]):
+        if not _feasible_sets(X[i:i + 1], Z[i:i + 1], mask[i:i + 1], visible[i:i + 1]):
             return (f"example {i}: no W gives its selected tokens equal logits 1 above all its "
                     "other tokens (a masked token is not separable from the selected ones, e.g. "
                     "it repeats one or lies between them)")
-        if not _feasible_sets(X[:i + 1], Z[:i + 1], mask[:i + 1]):
+        if not _feasible_sets(X[:i + 1], Z[:i + 1], mask[:i + 1], visible[:i + 1]):
             return (f"example {i} conflicts with examples 0..{i - 1} (their queries are linearly "
                     "dependent and ask for incompatible directions)")
     return "the constraints cannot all be satisfied"
 
 
-def finite_part(X, Z, selected, probabilities, tol: float = 1e-8) -> torch.Tensor:
+def finite_part(X, Z, selected, probabilities, tol: float = 1e-8, mask=None) -> torch.Tensor:
     """The least-norm ``W_fin`` with ``(x_it - x_itau)^T W_fin z_i = log(s_it / s_itau)`` for
     ``t, tau in O_i`` (``probabilities`` ``(n, T)``, e.g. a GD run's final softmax; only the
     ratios inside each set matter). Raises ``ValueError`` if a probability inside a set is not
     positive, and :class:`InfeasibleError` if no matrix meets the equalities (relative residual
-    above ``tol``)."""
+    above ``tol``). ``mask``: the tokens each query may see, as in :func:`gen_svm`."""
     tol = check_positive(tol, "tol", upper=1.0)
     X, Z = _check_data(X, Z)
     n, T, d = X.shape
-    mask = _sets(selected, n, T)
+    mask = _sets(selected, n, T, None if mask is None else _visible(mask, n, T))
     s = _numpy(probabilities, "probabilities")
     if s.shape != (n, T):
         raise ValueError(f"probabilities must have shape (n, T) = {(n, T)}, got {s.shape}")
