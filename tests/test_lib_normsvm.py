@@ -118,7 +118,9 @@ def test_diagonal_attention_is_w_attention_of_its_diagonal():
     q = torch.randn(5, generator=A.set_seed(33), dtype=F64)
     diag = A.DiagonalAttention(k, q)
     assert torch.allclose(diag.logits(P), A.WAttention(torch.diag(k * q)).logits(P))
-    h = A.train(A.DiagonalAttention.init(5), P, 5, 0.1)
+    start = A.DiagonalAttention.init(5)
+    assert bool((start.params[1] == 0).all()) and bool((start.params[0] == 0.1).all())
+    h = A.train(start, P, 5, 0.1)
     assert h.loss[-1] < h.loss[0]
     with pytest.raises(ValueError, match="shape"):
         A.DiagonalAttention(k, q[:3])

@@ -136,12 +136,14 @@ class DiagonalAttention(Attention):
     @classmethod
     def init(cls, d: int, trials: int | None = None, scale: float = 0.1,
              dtype: torch.dtype = DEFAULT_DTYPE, device: str | torch.device = "cpu") -> "DiagonalAttention":
-        """``k(0) = q(0) = scale * 1`` (a small balanced start; ``k = q = 0`` is a stationary point)."""
+        """``k(0) = scale * 1``, ``q(0) = 0``, the usual start of diagonal networks. (A start with
+        ``k = q`` would stay so under GD, whose updates treat the factors alike, and lock
+        ``W = diag(k^2) >= 0``; ``k = q = 0`` is a stationary point.)"""
         d = check_count(d, "d", 1)
         lead = () if trials is None else (check_count(trials, "trials", 1),)
         scale = check_positive(scale, "scale")
-        ones = torch.full((*lead, d), scale, dtype=check_dtype(dtype), device=get_device(device))
-        return cls(ones, ones.clone())
+        k = torch.full((*lead, d), scale, dtype=check_dtype(dtype), device=get_device(device))
+        return cls(k, torch.zeros_like(k))
 
     def logits(self, problem: Problem) -> torch.Tensor:
         _check_dim(problem, self.params[0].shape[-1])
