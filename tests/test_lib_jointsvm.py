@@ -73,3 +73,24 @@ def test_infeasible_and_bad_input():
         A.relaxed_p_svm(X, [0, 0], torch.tensor([True]))
     with pytest.raises(ValueError, match="NaN or inf"):
         A.v_svm(torch.full_like(X, float("nan")), torch.ones(2, dtype=F64), [0, 0])
+
+
+def test_badly_scaled_features_give_the_solution_not_inf():
+    """A feasible v-SVM whose features span ten orders of magnitude (first 1e-14): the exact
+    solution has norm ~7e13; the least-distance solve must return it (r[-1] taken from its
+    accurate small root), never inf or NaN, and refuse only beyond float64's reach."""
+    R = torch.tensor([[[1.0357e-14, 1.0357e-14]], [[1.16e-4, -1.16e-4]], [[1.5641e-10, 3.1283e-10]]],
+                     dtype=F64)
+    Y = torch.tensor([1.0, -1.0, 1.0], dtype=F64)
+    result = A.v_svm(R, Y, [0, 0, 0])
+    assert bool(torch.isfinite(result.W).all()) and abs(float(result.margins.min()) - 1) < 1e-6
+    # v = c (1, 1) exactly; the features' 1e10 spread costs ~1e10 * eps of relative accuracy
+    assert abs(float(result.W[0] / result.W[1]) - 1) < 1e-5
+    with pytest.raises((A.IllConditionedError, A.InfeasibleError)):
+        A.v_svm(R * torch.tensor([1e-6, 1.0, 1.0], dtype=F64)[:, None, None], Y, [0, 0, 0])
+
+
+def test_relaxed_p_svm_with_no_supported_example_is_zero():
+    K = torch.randn(2, 3, 4, generator=A.set_seed(7), dtype=F64)
+    result = A.relaxed_p_svm(K, [0, 1], torch.tensor([False, False]))
+    assert float(result.W.abs().max()) == 0.0
