@@ -105,7 +105,7 @@ def test_svm_eq_fit_recovers_the_scale():
 def test_bad_input_is_refused():
     X, Z = _hand_instance()
     for mask, error, message in (
-            (torch.tensor([[True, True, True]]), ValueError, "selects all its tokens"),
+            (torch.tensor([[True, True, True]]), ValueError, "no margin constraint"),
             (torch.tensor([[False, False, False]]), ValueError, "selects no token"),
             (torch.tensor([[True, False]]), ValueError, "shape"),
             (torch.tensor([[1, 1, 0]]), TypeError, "boolean mask")):
@@ -157,3 +157,28 @@ def test_gen_svm_and_selected_sets_honour_a_token_mask():
     assert bool(A.selected_sets(uniform)[1])                   # without the mask: wrongly clear
     with pytest.raises(ValueError, match="does not fit"):
         A.selected_sets(uniform, mask=torch.ones(2, 2, dtype=torch.bool))
+
+
+
+def test_an_example_keeping_all_its_tokens_adds_equalities_only():
+    P = A.random_problem(2, 4, 6, generator=A.set_seed(60))
+    sets = torch.tensor([[True, True, True, True], [True, False, True, False]])
+    W = A.gen_svm(P.X, P.Z, sets).W
+    logits = torch.einsum("ntd,de,ne->nt", P.X, W, P.Z)
+    assert float(logits[0].max() - logits[0].min()) < 1e-9
+    assert float(logits[1, [0, 2]].min() - logits[1, [1, 3]].max()) > 1 - 1e-7
+    s = torch.softmax(torch.randn(2, 4, generator=A.set_seed(61), dtype=F64), -1)
+    W_fin = A.finite_part(P.X, P.Z, sets, s)
+    fin = torch.einsum("ntd,de,ne->nt", P.X, W_fin, P.Z)
+    assert torch.allclose(fin[0] - fin[0, 0], torch.log(s[0] / s[0, 0]), atol=1e-10)
+
+
+def test_one_infeasible_example_alone_raises_not_a_huge_matrix():
+    """A masked token on the segment between the two selected ones: its projected constraint is
+    rounding noise, which must read as infeasible (not a matrix of norm 1e16)."""
+    X = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]], dtype=F64)
+    Z = torch.tensor([[1.0, 0.0]], dtype=F64)
+    for between in ([0.5, 0.5], [0.3, 0.7]):
+        X[0, 2] = torch.tensor(between, dtype=F64)
+        with pytest.raises(A.InfeasibleError, match="example 0"):
+            A.gen_svm(X, Z, torch.tensor([[True, True, False]]))

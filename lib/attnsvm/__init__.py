@@ -16,6 +16,7 @@ from .metrics import corr, is_global, max_probability, numerical_rank, probabili
 from .models import (LOSSES, Attention, DiagonalAttention, KQAttention, LinearHead, MLPHead, PenalizedHead, PromptAttention,
                      WAttention, attention_output, empirical_risk, predict)
 from .path import PathResult, PathWarning, regularization_path
+from .reluhead import a6_draw, ngd_relu_head, span_iterates
 from .report import claim, format_table, proportion_interval, within
 from .scale import at_scale, scale
 from .selections import KINDS, OUTCOMES, classify_selections, run_outcomes, selection_kind
@@ -28,7 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Problem", "figure_problem", "random_problem", "excess_risk", "optimal_risk",
     "GenSVMResult", "finite_part", "gen_svm", "selected_sets", "svm_eq_fit", "relaxed_p_svm", "v_svm",
-    "matrix_norm", "norm_svm",
+    "matrix_norm", "norm_svm", "a6_draw", "ngd_relu_head", "span_iterates",
     "corr", "is_global", "max_probability", "numerical_rank", "probability_on", "selected_tokens",
     "LOSSES", "Attention", "DiagonalAttention", "KQAttention", "LinearHead", "MLPHead", "PenalizedHead", "PromptAttention",
     "WAttention",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .svm import InfeasibleError, _min_norm_point, _numpy, _scaled_norm
+from .svm import IllConditionedError, InfeasibleError, _min_norm_point, _numpy, _scaled_norm
 from .utils import check_positive
 
 
@@ -120,16 +120,10 @@ def _sets(selected, n: int, T: int, visible: np.ndarray | None = None) -> np.nda
     empty = np.flatnonzero(~mask.any(axis=1))
     if empty.size:
         raise ValueError(f"example {int(empty[0])} selects no token: every set O_i needs one")
-    if visible is not None:                   # a token mask: a query may keep all it sees
-        if (mask & ~visible).any():
-            i = int(np.flatnonzero((mask & ~visible).any(axis=1))[0])
-            raise ValueError(f"example {i} selects a token its query may not see (masked)")
-        return mask
-    full = np.flatnonzero(mask.all(axis=1))
-    if full.size:
-        raise ValueError(f"example {int(full[0])} selects all its tokens: nothing is masked, so no "
-                         "margin constraint exists (drop the example, or give a proper subset)")
-    return mask
+    if visible is not None and (mask & ~visible).any():
+        i = int(np.flatnonzero((mask & ~visible).any(axis=1))[0])
+        raise ValueError(f"example {i} selects a token its query may not see (masked)")
+    return mask          # an example may keep every token: it then adds equalities only
 
 
 def _check_data(X, Z) -> tuple[np.ndarray, np.ndarray]:
@@ -185,13 +179,16 @@ def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None) -> GenSVMResul
     sets = _sets(selected, n, T, visible if mask is not None else None)
     E, A, where = _rows(X, Z, sets, visible)
     if not A.size:
-        raise ValueError("no constraint: every query sees only its selected tokens")
-    basis = _null_space(E, d * d)
-    reduced = A @ basis
-    coefficients = _min_norm_point(reduced) if basis.shape[1] else None
+        raise ValueError("no margin constraint: every example keeps all the tokens it sees, so "
+                         "Gen-SVM has no direction (only equalities)")
+    coefficients, basis = _solve_reduced(E, A, d)
     if coefficients is None:
         raise InfeasibleError("Gen-SVM is infeasible: " + _blocking(X, Z, sets, visible))
     W = (basis @ coefficients).reshape(d, d)
+    if (A @ W.ravel()).min() < 1 - 1e-6 or (E.size and np.abs(E @ W.ravel()).max() > 1e-6 * max(
+            1.0, np.abs(A @ W.ravel()).max())):
+        raise IllConditionedError("Gen-SVM: the solution does not meet its constraints to 1e-6 "
+                                  "(the sets are too close to infeasible for float64)")
     margins = np.full((n, T), np.inf)
     for (i, t), value in zip(where, A @ W.ravel()):
         margins[i, t] = value
@@ -201,12 +198,26 @@ def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None) -> GenSVMResul
                         selected=torch.from_numpy(sets))
 
 
+def _solve_reduced(E: np.ndarray, A: np.ndarray, d: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """The least-norm ``c`` with ``A N c >= 1`` for ``N`` an orthonormal basis of ``{E w = 0}``
+    (None if infeasible). A projected row below 1e-10 of its original length is rounding noise
+    of a row the equalities annihilate: it is set to 0 (so ``0 >= 1`` reads as infeasible)."""
+    basis = _null_space(E, d * d)
+    if not basis.shape[1]:
+        return None, basis
+    reduced = A @ basis
+    lengths = np.linalg.norm(A, axis=1)
+    reduced[np.linalg.norm(reduced, axis=1) <= 1e-10 * lengths] = 0.0
+    if not np.abs(reduced).max() > 0:
+        return None, basis
+    return _min_norm_point(reduced), basis
+
+
 def _feasible_sets(X: np.ndarray, Z: np.ndarray, mask: np.ndarray, visible: np.ndarray) -> bool:
     E, A, _ = _rows(X, Z, mask, visible)
     if not A.size:
         return True
-    basis = _null_space(E, X.shape[2] ** 2)
-    return bool(basis.shape[1]) and _min_norm_point(A @ basis) is not None
+    return _solve_reduced(E, A, X.shape[2])[0] is not None
 
 
 def _blocking(X: np.ndarray, Z: np.ndarray, mask: np.ndarray, visible: np.ndarray) -> str:

@@ -1,0 +1,137 @@
+"""Normalized GD for the ReLU head in closed form, batched over tens of thousands of runs (paper A's
+multi-token experiment, THEORY.md A6).
+
+For the head ``h(r) = sum_j ReLU(V_j^T r)`` and logits ``a_it = x_it^T W z_i``, with
+``s_i = softmax(a_i)`` and ``g_it = dh/ds_it = sum_j 1[V_j^T r_i > 0] V_j^T x_it``, the logistic
+risk has ``dL/da_it = delta_it = (1/n) loss'(Y_i h_i) Y_i s_it sum_tau s_itau (g_it - g_itau)`` (the
+pairwise form avoids cancellation once the softmax saturates) and
+``grad_W L = sum_it delta_it x_it z_i^T``. Every step therefore moves W in the span of the ``nT``
+features ``F_it = x_it z_i^T``: ``W_k = W_0 + sum_it beta_it F_it``. With the Gram matrix
+``K = <F_it, F_jtau> = (x_it^T x_jtau)(z_i^T z_j)`` the logits are ``a(0) + K beta`` and
+``||grad_W L||_F^2 = delta^T K delta``, so a step of normalized GD,
+``beta <- beta - lr delta / (sqrt(delta^T K delta) + eps)``, updates ``nT`` numbers per run instead of
+``d^2``. It equals ``train(WAttention(W0), problem, method="ngd", head=MLPHead(V), eps=eps)`` up to
+rounding (tests/test_lib_reluhead.py), about ten times faster.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .utils import DEFAULT_DTYPE, as_tensor, check_count, check_generator, check_positive
+
+
+def a6_draw(count: int, d: int, generator: torch.Generator | None = None, n: int = 3, T: int = 4,
+            dtype: torch.dtype = DEFAULT_DTYPE) -> tuple[torch.Tensor, ...]:
+    """``count`` runs of the A6 protocol of the authors' experiment: unit-norm Gaussian tokens
+    ``X (count, n, T, d)`` and queries ``Z (count, n, d)``, labels ``Y = sign(N(0, 1))``, a
+    Gaussian ``V (count, d, d)`` scaled to ``||V||_F = 1`` and ``W(0)`` with entries uniform on
+    ``(-1/sqrt(d), 1/sqrt(d))`` (PyTorch's default linear-layer initialization). Runs without a
+    ``-1`` label are kept: the authors skip them, and so should the caller. Returns
+    ``(X, Y, Z, V, W0)``."""
+    count, d = check_count(count, "count", 1), check_count(d, "d", 1)
+    n, T = check_count(n, "n", 1), check_count(T, "T", 2)
+    check_generator(generator)
+    g = generator
+    X = torch.randn(count, n, T, d, generator=g, dtype=dtype)
+    X = X / X.norm(dim=-1, keepdim=True)
+    Z = torch.randn(count, n, d, generator=g, dtype=dtype)
+    Z = Z / Z.norm(dim=-1, keepdim=True)
+    Y = torch.sign(torch.randn(count, n, generator=g, dtype=dtype))
+    V = torch.randn(count, d, d, generator=g, dtype=dtype)
+    V = V / V.norm(dim=(-2, -1), keepdim=True)
+    W0 = (2 * torch.rand(count, d, d, generator=g, dtype=dtype) - 1) / d ** 0.5
+    return X, Y, Z, V, W0
+
+
+def ngd_relu_head(X, Y, Z, V, W0, steps: int = 2000, lr: float = 0.1, eps: float = 0.0,
+                  every: int = 100, chunk: int = 1024) -> torch.Tensor:
+    """Normalized GD on W for the ReLU head, logistic loss (see the module docstring).
+
+    ``X (B, n, T, d)``, ``Y (B, n)`` in ``{-1, +1}``, ``Z (B, n, d)``, ``V (B, d, k)``, ``W0 (B, d, d)``.
+    ``eps`` is the authors' safeguard (normalize by ``||g|| + eps``). Runs are processed ``chunk``
+    at a time with the batch as the last, contiguous dimension. Returns the coefficients ``beta``
+    every ``every`` steps, shape ``(steps // every + 1, B, n T)``; :func:`span_iterates` turns them
+    into matrices W.
+    """
+    X, Y, Z = as_tensor(X, "X"), as_tensor(Y, "Y"), as_tensor(Z, "Z")
+    V, W0 = as_tensor(V, "V"), as_tensor(W0, "W0")
+    if X.ndim != 4:
+        raise ValueError(f"X must have shape (B, n, T, d), got {tuple(X.shape)}")
+    B, n, T, d = X.shape
+    expected = {"Y": (Y, (B, n)), "Z": (Z, (B, n, d)), "W0": (W0, (B, d, d))}
+    for name, (tensor, shape) in expected.items():
+        if tuple(tensor.shape) != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {tuple(tensor.shape)}")
+    if V.ndim != 3 or tuple(V.shape[:2]) != (B, d):
+        raise ValueError(f"V must have shape (B, d, k) = ({B}, {d}, k), got {tuple(V.shape)}")
+    if not bool(((Y == 1) | (Y == -1)).all()):
+        raise ValueError("labels Y must be -1 or +1")
+    steps, every = check_count(steps, "steps"), check_count(every, "every", 1)
+    chunk = check_count(chunk, "chunk", 1)
+    lr, eps = check_positive(lr, "lr"), check_positive(eps, "eps", allow_zero=True)
+    dtype = X.dtype
+    k, nT = V.shape[-1], n * T
+    out = torch.empty(steps // every + 1, B, nT, dtype=dtype)
+    for lo in range(0, B, chunk):
+        hi = min(B, lo + chunk)
+        out[:, lo:hi] = _chunk(X[lo:hi], Y[lo:hi], Z[lo:hi], V[lo:hi], W0[lo:hi], steps, lr, eps,
+                               every, k)
+    return out
+
+
+def _chunk(x, y, z, V, W0, steps: int, lr: float, eps: float, every: int, k: int) -> torch.Tensor:
+    b, n, T, _ = x.shape
+    nT, dtype = n * T, x.dtype
+    a0 = torch.einsum("bntd,bde,bne->ntb", x, W0, z).reshape(nT, b).contiguous()
+    K = (torch.einsum("bntd,bmsd->ntmsb", x, x)
+         * torch.einsum("bnd,bmd->nmb", z, z)[:, None, :, None]).reshape(nT, nT, b).contiguous()
+    XV = torch.einsum("bntd,bdk->ntkb", x, V).contiguous()                 # V_j^T x_it
+    y = y.T.contiguous()
+    kept = torch.empty(steps // every + 1, b, nT, dtype=dtype)
+    beta = torch.zeros(nT, b, dtype=dtype)
+    bufK, bufX = torch.empty(nT, nT, b, dtype=dtype), torch.empty(n, T, k, b, dtype=dtype)
+    bufP = torch.empty(n, T, T, b, dtype=dtype)
+    hid, gv = torch.empty(n, k, b, dtype=dtype), torch.empty(n, T, b, dtype=dtype)
+    c, Kd, a = (torch.empty(n, T, b, dtype=dtype), torch.empty(nT, b, dtype=dtype),
+                torch.empty(nT, b, dtype=dtype))
+    for step in range(steps + 1):
+        if step % every == 0:
+            kept[step // every] = beta.T
+            torch.mul(K, beta, out=bufK)                     # exact logits, refreshed
+            torch.sum(bufK, 1, out=a)
+            a += a0
+        if step == steps:
+            break
+        s = torch.softmax(a.view(n, T, b), dim=1)
+        torch.mul(s[:, :, None], XV, out=bufX)
+        torch.sum(bufX, 1, out=hid)                          # V_j^T r_i
+        hid.clamp_(min=0)
+        f = hid.sum(1)                                       # h(r_i)
+        hid.sign_()                                          # ReLU'(V_j^T r_i)
+        torch.mul(hid[:, None], XV, out=bufX)
+        torch.sum(bufX, 2, out=gv)                           # g_it = dh / ds_it
+        torch.sub(gv[:, :, None, :], gv[:, None, :, :], out=bufP)
+        bufP *= s[:, None, :, :]
+        torch.sum(bufP, 2, out=c)                            # sum_tau s_tau (g_t - g_tau)
+        lprime = torch.sigmoid(-y * f).mul_(y).mul_(-1.0 / n)
+        delta = c.mul_(s).mul_(lprime[:, None]).view(nT, b)
+        top = delta.abs().amax(0)                            # scale first: no underflow of the norm
+        safe = torch.where(top > 0, top, torch.ones_like(top))
+        dn = delta.div_(safe)
+        torch.mul(K, dn, out=bufK)
+        torch.sum(bufK, 1, out=Kd)
+        coef = lr / ((Kd * dn).sum(0).clamp_min(0).sqrt() + eps / safe)
+        coef = torch.where(top > 0, coef, torch.zeros_like(coef))
+        beta.sub_(dn.mul_(coef))
+        a.sub_(Kd.mul_(coef))                                # logits follow beta
+    return kept
+
+
+def span_iterates(beta: torch.Tensor, X: torch.Tensor, Z: torch.Tensor, W0: torch.Tensor) -> torch.Tensor:
+    """``W = W0 + sum_it beta_it x_it z_i^T`` for coefficients ``beta (..., B, n T)``."""
+    n, T = X.shape[-3], X.shape[-2]
+    if beta.shape[-1] != n * T or beta.shape[-2] != X.shape[0]:
+        raise ValueError(f"beta must end with (B, n T) = ({X.shape[0]}, {n * T}), got "
+                         f"{tuple(beta.shape)}")
+    return W0 + torch.einsum("...bnt,bntd,bne->...bde", beta.reshape(*beta.shape[:-1], n, T), X, Z)
