@@ -393,9 +393,9 @@ def test_polyak_step_matches_hand_computation():
     assert torch.isnan(h.step[-1]).all()
 
 
-def test_polyak_stops_where_the_excess_risk_underflows():
+def test_polyak_stops_where_the_gradient_underflows():
     """Along a global run the Polyak step grows ||W|| by about ||W_mm|| per step, so the logit
-    gaps pass ~745 and L - L* underflows to 0 in float64: from there the step is exactly 0."""
+    gaps pass ~745 and the gradient underflows in float64: from there the step is exactly 0."""
     problem = A.random_problem(2, 3, 4, generator=A.set_seed(63))
     h = A.train(A.WAttention.zeros(4), problem, 2000, 1.0, "polyak", log_every=100)
     assert float(h.max_prob[-1]) == 1.0

@@ -116,6 +116,8 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
         max_step: the longest update allowed (all blocks together, per trial); None = no cap. The
             Polyak step needs one on runs heading for a locally optimal selection: there
             ``L - L*`` stays positive while the gradient vanishes, so the step grows without bound.
+            On a global run the Polyak step becomes exactly 0 once the logit gaps pass ~745: the
+            gradient underflows in float64 (``L - L*`` is then subnormal, or 0).
         callback: called as ``callback(step, attention)`` after each logged step.
 
     Returns the :class:`History`; raises :class:`TrainingError` on NaN/inf.
