@@ -16,44 +16,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import scipy.optimize
 import torch
 
-from .svm import (FEASIBILITY_LIMIT, SOLVABLE_LIMIT, IllConditionedError, InfeasibleError, SVMResult,
-                  _numpy, _result, _selection, token_differences)
+from .svm import (InfeasibleError, SVMResult, _min_norm_point, _numpy, _result,
+                  _selection, token_differences)
 from .utils import check_positive
+
 
 def least_distance(G: np.ndarray, h: np.ndarray) -> np.ndarray | None:
     """The point of least norm in ``{x : G x >= h}`` (``h >= 0``), or ``None`` if that set is empty
-    (to float64 precision, as in ``att_svm``); raises :class:`IllConditionedError` where float64
-    cannot decide (margins at the data's rounding level).
-
-    With ``E = [G^T; h^T]`` (``G`` scaled to ``max |G| = 1``) and ``f = e_last``, the NNLS residual
-    ``r = E u - f`` vanishes exactly when the system is infeasible; otherwise ``x = -r[:-1] / r[-1]``
-    with ``r[-1] = -||r||^2``, taken from its accurate small root where it is small.
-    """
+    (to float64 precision); raises :class:`IllConditionedError` where float64 cannot decide. The
+    exact NNLS least-distance solve of ``att_svm`` with a general right-hand side."""
     if not (h > 0).any():                        # x = 0 meets every constraint
         return np.zeros(G.shape[1])
-    top = np.abs(G).max() if G.size else 0.0
-    if not top > 0:
-        return None
-    E = np.vstack([G.T / top, h[None, :]])
-    f = np.zeros(E.shape[0])
-    f[-1] = 1.0
-    u, _ = scipy.optimize.nnls(E, f)
-    head = E[:-1] @ u
-    squared = float(head @ head)
-    if squared * FEASIBILITY_LIMIT ** 2 <= 1:
-        return None
-    if squared * SOLVABLE_LIMIT ** 2 <= 1:
-        raise IllConditionedError(
-            f"the constraints can only be met, if at all, with ||x|| ~ {1 / np.sqrt(squared):.1e} "
-            f"times 1 / (largest feature, {top:.3g}): margins at the data's rounding level, so "
-            "float64 cannot decide (rescale the features, or drop the near-zero ones)")
-    r2 = 1.0 - float(h @ u)                      # = ||r||^2, accurate unless small ...
-    if r2 < 1e-4:                                # ... where the small root of r2 = |head|^2 + r2^2 is
-        r2 = 2 * squared / (1 + np.sqrt(max(1 - 4 * squared, 0.0)))
-    return head / r2 / top
+    return _min_norm_point(G, h)
 
 
 def v_svm(X, Y, alpha, support_tol: float = 1e-5) -> SVMResult:

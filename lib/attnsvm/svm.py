@@ -113,13 +113,14 @@ FEASIBILITY_LIMIT = 1e13
 SOLVABLE_LIMIT = 1e10
 
 
-def _min_norm_point(A: np.ndarray) -> np.ndarray | None:
-    """The point of least norm in ``{w : A w >= 1}``, or ``None`` if that set is empty (to float64
+def _min_norm_point(A: np.ndarray, h: np.ndarray | None = None) -> np.ndarray | None:
+    """The point of least norm in ``{w : A w >= h}`` (``h = 1`` by default, ``h >= 0`` with a
+    positive entry), or ``None`` if that set is empty (to float64
     precision: ``||w|| max|A| > FEASIBILITY_LIMIT``); raises :class:`IllConditionedError` where
     float64 cannot decide (``||w|| max|A|`` between ``SOLVABLE_LIMIT`` and that).
 
     Least-distance programming by NNLS (Lawson and Hanson, *Solving Least Squares Problems*,
-    ch. 23): with ``E = [A^T; 1^T]`` and ``f = e_last``, the NNLS residual ``r = E u - f`` is 0
+    ch. 23): with ``E = [A^T; h^T]`` and ``f = e_last``, the NNLS residual ``r = E u - f`` is 0
     exactly when the system is infeasible, and otherwise ``w = -r[:-1] / r[-1]``. An exact
     active-set method, ~20x faster than a linear program at these sizes. ``A`` is divided by its
     largest entry first, so data of any scale (1e-200 or 1e200) stays in range.
@@ -127,7 +128,8 @@ def _min_norm_point(A: np.ndarray) -> np.ndarray | None:
     top = np.abs(A).max() if A.size else 0.0
     if not top > 0:
         return None
-    E = np.vstack([A.T / top, np.ones((1, A.shape[0]))])
+    h = np.ones(A.shape[0]) if h is None else h
+    E = np.vstack([A.T / top, h[None, :]])
     f = np.zeros(E.shape[0])
     f[-1] = 1.0
     u, _ = scipy.optimize.nnls(E, f)
@@ -144,7 +146,7 @@ def _min_norm_point(A: np.ndarray) -> np.ndarray | None:
             f"times 1 / (largest token difference x query, {top:.3g}): margins that small are "
             "at the data's rounding level, so float64 cannot decide feasibility (near-duplicate "
             "tokens, or a token almost in the hull of the others)")
-    r2 = 1.0 - u.sum()                     # = ||r||^2; accurate unless it is small ...
+    r2 = 1.0 - float(h @ u)                # = ||r||^2; accurate unless it is small ...
     if r2 < 1e-4:                          # ... where the small root of r2 = |h|^2 + r2^2 is
         r2 = 2 * squared / (1 + np.sqrt(max(1 - 4 * squared, 0.0)))
     return head / r2 / top
