@@ -375,6 +375,13 @@ def method_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
     for k, q in ((torch.ones(3, dtype=F64), torch.ones(4, dtype=F64)), (torch.tensor(1.0), torch.tensor(1.0)),
                  ("k", "q"), (torch.full((4,), math.nan, dtype=F64), torch.ones(4, dtype=F64))):
         cases.append(("shape", "DiagonalAttention bad", lambda a=k, b=q: A.DiagonalAttention(a, b)))
+    for index in (3, "0", None, slice(5, 9), torch.tensor([7]), [[0, 1]]):
+        cases.append(("index", f"select({index!r})", lambda i=index: B.select(i)))
+    cases.append(("index", "select on one instance", lambda: P.select(slice(1))))
+    for alpha in (B.opt[:2], "a", B.opt[:, :1]):
+        cases.append(("selection", "svm_stack(alpha bad)", lambda a=alpha: A.svm_stack(B, a)))
+    cases.append(("type", "svm_stack(tensor)", lambda: A.svm_stack(B.X, B.opt)))
+    cases.append(("shape", "svm_stack on one instance", lambda: A.svm_stack(P, P.opt)))
     cases.append(("reference", "train: zero reference",
                   lambda: A.train(A.WAttention.zeros(4), P, 3, reference=torch.zeros(4, 4))))
     return cases

@@ -132,3 +132,24 @@ def test_masks_survive_trial_stack_and_to():
     assert B.mask.shape == (2, 8, 4) and torch.equal(B.trial(1).mask, P.mask)
     assert torch.equal(P.to(dtype=torch.float32).mask, P.mask)
     assert torch.equal(P.with_queries(P.Z * 2).mask, P.mask)
+
+
+def test_select_and_svm_stack():
+    P = A.random_problem(2, 3, 4, trials=5, generator=A.set_seed(70))
+    first = P.select(slice(3))
+    assert first.batch_shape == (3,) and torch.equal(first.X, P.X[:3]) and torch.equal(first.v, P.v[:3])
+    picked = P.select(torch.tensor([4, 0]))
+    assert torch.equal(picked.Z, P.Z[[4, 0]])
+    W = A.svm_stack(first, first.opt)
+    for b in range(3):
+        assert torch.allclose(W[b], A.att_svm(P.X[b], P.Z[b], P.opt[b]).W)
+    *_, S = _sequence(12, n=2, T=3, d=6)
+    B = A.Problem.stack([S, S])
+    assert torch.equal(B.select([1]).mask, B.mask[[1]])
+    Wb = A.svm_stack(B, B.opt)
+    assert torch.allclose(Wb[0], A.att_svm(S.X, S.Z, S.opt, mask=S.mask).W)
+    for bad, error in ((5, TypeError), (slice(10, 20), ValueError), (torch.tensor([7]), ValueError)):
+        with pytest.raises(error):
+            P.select(bad)
+    with pytest.raises(ValueError, match="alpha must have shape"):
+        A.svm_stack(first, P.opt)

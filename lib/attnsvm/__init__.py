@@ -19,7 +19,7 @@ from .path import PathResult, PathWarning, regularization_path
 from .reluhead import a6_draw, ngd_relu_head, span_iterates
 from .report import claim, format_table, proportion_interval, within
 from .scale import at_scale, scale
-from .selections import KINDS, OUTCOMES, classify_selections, run_outcomes, selection_kind
+from .selections import KINDS, OUTCOMES, classify_selections, run_outcomes, selection_kind, svm_stack
 from .svm import IllConditionedError, InfeasibleError, SVMResult, att_svm, is_locally_optimal, p_svm
 from .train import History, TrainingError, block_normalize, train
 from .utils import DEFAULT_DTYPE, get_device, set_seed
@@ -36,7 +36,7 @@ __all__ = [
     "attention_output", "empirical_risk", "predict",
     "PathResult", "PathWarning", "regularization_path",
     "claim", "format_table", "proportion_interval", "within", "at_scale", "scale",
-    "KINDS", "OUTCOMES", "classify_selections", "run_outcomes", "selection_kind",
+    "KINDS", "OUTCOMES", "classify_selections", "run_outcomes", "selection_kind", "svm_stack",
     "IllConditionedError", "InfeasibleError", "SVMResult", "att_svm", "is_locally_optimal", "p_svm",
     "History", "TrainingError", "block_normalize", "train",
     "DEFAULT_DTYPE", "get_device", "set_seed", "__version__",

@@ -146,6 +146,27 @@ class Problem:
         mask = self.mask if self.mask is None or self.mask.ndim == 2 else self.mask[index]
         return Problem(self.X[index], self.Y[index], self.Z[index], v, mask)
 
+    def select(self, index) -> "Problem":
+        """The instances ``index`` of a batched problem (leading trials dimension), e.g.
+        ``problem.select(slice(10))`` for the first ten or a tensor of indices; keeps the mask."""
+        if not self.batch_shape:
+            raise ValueError("this problem has no trials dimension")
+        if not isinstance(index, (slice, list, torch.Tensor)):
+            raise TypeError(f"index must be a slice, a list or a tensor of trial indices, got "
+                            f"{type(index).__name__} (use trial(b) for one instance)")
+        count = self.batch_shape[0]
+        try:
+            picked = torch.arange(count)[index]
+        except (IndexError, TypeError, RuntimeError) as error:
+            raise ValueError(f"index does not select trials of a problem with {count}: {error}") from None
+        if picked.ndim != 1 or not picked.numel() or (isinstance(index, (list, torch.Tensor))
+                                                       and torch.as_tensor(index).ndim != 1):
+            raise ValueError("index must select at least one trial along the trials dimension "
+                             "(a slice, or a one-dimensional list or tensor)")
+        v = self.v[picked] if self.v.ndim > 1 else self.v
+        mask = self.mask if self.mask is None or self.mask.ndim == 2 else self.mask[picked]
+        return Problem(self.X[picked], self.Y[picked], self.Z[picked], v, mask)
+
     def with_queries(self, Z: torch.Tensor) -> "Problem":
         """The same tokens, labels and head with new queries ``Z``."""
         return replace(self, Z=Z)

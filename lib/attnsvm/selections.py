@@ -105,3 +105,25 @@ def run_outcomes(problem: Problem, probabilities: torch.Tensor, saturation: floa
         else:
             kinds.append(selection_kind(problem.trial(b), alpha[b], norm)[0])
     return alpha, kinds
+
+
+def svm_stack(problem: Problem, alpha, norm: str = "fro") -> torch.Tensor:
+    """The Att-SVM (``norm="fro"``) or Att-SVM* (``"nuc"``) solution of every instance of a
+    batched problem for its selection ``alpha[b]``, honouring the problem's token mask; shape
+    ``(B, d, d)``. Raises :class:`InfeasibleError` naming the trial that is infeasible."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
+    if len(problem.batch_shape) != 1:
+        raise ValueError("svm_stack needs a problem with one trials dimension (B, n, T, d)")
+    alpha = torch.as_tensor(alpha)
+    if tuple(alpha.shape) != (problem.batch_shape[0], problem.n):
+        raise ValueError(f"alpha must have shape (B, n) = {(problem.batch_shape[0], problem.n)}, "
+                         f"got {tuple(alpha.shape)}")
+    solutions = []
+    for b in range(alpha.shape[0]):
+        one = problem.trial(b)
+        try:
+            solutions.append(att_svm(one.X, one.Z, alpha[b], norm, mask=one.mask).W)
+        except InfeasibleError as error:
+            raise InfeasibleError(f"trial {b}: {error}") from None
+    return torch.stack(solutions)
