@@ -42,6 +42,17 @@ class Attention:
         with torch.no_grad():
             return torch.softmax(self.logits(problem), dim=-1)
 
+    def _own_factors(self, factors: dict[str, torch.Tensor], core: int, shape: str) -> None:
+        """Own two factors of one shape (``core`` trailing dimensions, described by ``shape``);
+        the second takes the first's dtype and device."""
+        (a_name, a), (b_name, b) = factors.items()
+        a, b = as_tensor(a, a_name), as_tensor(b, b_name, dtype=None)
+        if a.shape != b.shape or a.ndim < core:
+            raise ValueError(f"{a_name} and {b_name} must both have shape {shape}, got "
+                             f"{tuple(a.shape)} and {tuple(b.shape)}")
+        check_nonempty(a, a_name)
+        self._own({a_name: a, b_name: b.to(a)}, core_dims=core)
+
     def _own(self, tensors: dict[str, torch.Tensor], core_dims: int) -> None:
         self.names = list(tensors)
         self.params = [t.detach().clone().requires_grad_(True) for t in tensors.values()]
@@ -82,12 +93,7 @@ class KQAttention(Attention):
     """Factored attention ``W = K Q^T`` with ``K, Q`` of shape ``(*B, d, m)``: logits ``(K^T x_t)^T (Q^T z)``."""
 
     def __init__(self, K: torch.Tensor, Q: torch.Tensor) -> None:
-        K, Q = as_tensor(K, "K"), as_tensor(Q, "Q", dtype=None)
-        if K.shape != Q.shape or K.ndim < 2:
-            raise ValueError(f"K and Q must both have shape (..., d, m), got {tuple(K.shape)} "
-                             f"and {tuple(Q.shape)}")
-        check_nonempty(K, "K")
-        self._own({"K": K, "Q": Q.to(K)}, core_dims=2)
+        self._own_factors({"K": K, "Q": Q}, 2, "(..., d, m)")
 
     @classmethod
     def init(cls, d: int, m: int | None = None, trials: int | None = None, scale: float = 0.1,
@@ -126,12 +132,7 @@ class DiagonalAttention(Attention):
     diagonal, as the nuclear norm is for ``K Q^T``."""
 
     def __init__(self, k: torch.Tensor, q: torch.Tensor) -> None:
-        k, q = as_tensor(k, "k"), as_tensor(q, "q", dtype=None)
-        if k.shape != q.shape or k.ndim < 1:
-            raise ValueError(f"k and q must both have shape (..., d), got {tuple(k.shape)} and "
-                             f"{tuple(q.shape)}")
-        check_nonempty(k, "k")
-        self._own({"k": k, "q": q.to(k)}, core_dims=1)
+        self._own_factors({"k": k, "q": q}, 1, "(..., d)")
 
     @classmethod
     def init(cls, d: int, trials: int | None = None, scale: float = 0.1,
