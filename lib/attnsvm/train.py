@@ -1,18 +1,20 @@
-"""Gradient descent and normalized gradient descent on the attention ERM (paper A sections 4-5,
-paper B section 4; THEORY.md sections 3-5), batched over trials.
+"""Gradient descent and its variants on the attention ERM (paper A sections 4-5, paper B
+section 4; THEORY.md sections 3-5), batched over trials.
 
 Normalized GD takes ``theta <- theta - lr * g / ||g||`` on each parameter block and each trial
-separately (the protocol of the papers' experiments). The Polyak step takes
-``theta <- theta - lr * (L - L*) / ||g||^2 * g`` with the true infimum ``L*`` of the risk
-(:func:`~attnsvm.gradients.optimal_risk`, the risk of all attention on the optimal tokens), the
-difference ``L - L*`` computed without cancellation. Two steps make the iterates pick other norms: **mirror descent** with potential ``(1/p) sum |theta_jk|^p``
-keeps the dual variable ``u = sign(theta) |theta|^(p-1)``, steps ``u <- u - lr g / ||g||_F`` and
-maps back ``theta = sign(u) |u|^(1/(p-1))`` (Julistiono, Tarzanagh and Azizan 2024); the
-**spectral** step ``theta <- theta - lr U V^T`` uses the polar factor of ``g = U S V^T`` (the
-update of the Muon optimizer without momentum; a vector block steps along ``g / ||g||``). The two knobs of the authors' code are
+separately (the protocol of the papers' experiments). The two knobs of the authors' code are
 available to reproduce their curves: ``eps`` (normalize by ``||g|| + eps``) and ``ridge`` (add
 ``ridge * sum ||theta||^2`` to the loss). Both default to 0: pure normalized GD with exact,
 re-centred gradients.
+
+The Polyak step takes ``theta <- theta - lr * (L - L*) / ||g||^2 * g`` with the true infimum
+``L*`` of the risk (:func:`~attnsvm.gradients.optimal_risk`, the risk of all attention on the
+optimal tokens), the difference ``L - L*`` computed without cancellation. Two steps make the
+iterates pick other norms: **mirror descent** with potential ``(1/p) sum |theta_jk|^p`` keeps the
+dual variable ``u = sign(theta) |theta|^(p-1)``, steps ``u <- u - lr g / ||g||_F`` and maps back
+``theta = sign(u) |u|^(1/(p-1))`` (Julistiono, Tarzanagh and Azizan 2024); the **spectral** step
+``theta <- theta - lr U V^T`` uses the polar factor of ``g = U S V^T`` (the update of the Muon
+optimizer without momentum; a vector block steps along ``g / ||g||``).
 """
 
 from __future__ import annotations
@@ -216,13 +218,11 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
                 updates = [q - _from_dual(u, p) for q, u in zip(params, duals)]
             else:
                 updates = [lr * g for g in grads]
-            lengths = _length(updates, core)
             if max_step is not None and method != "polyak":
-                shrink = torch.clamp(max_step / lengths, max=1.0).nan_to_num(1.0)
+                shrink = torch.clamp(max_step / _length(updates, core), max=1.0).nan_to_num(1.0)
                 updates = [u * _expand(shrink, k) for u, k in zip(updates, core)]
-                lengths = torch.minimum(lengths, torch.full_like(lengths, max_step))
-            if logged_now:
-                rows["step"].append(lengths)
+            if logged_now:                  # the length is only measured where it is recorded
+                rows["step"].append(_length(updates, core))
             for param, u in zip(params, updates):
                 param -= u
 
