@@ -167,8 +167,14 @@ def is_chapter(path: Path) -> bool:
     return re.search(r"^kernelspec:", front_matter, re.MULTILINE) is not None
 
 
+# Appendix pages that are text notebooks with exercises, as the chapters.
+APPENDICES = ("numerics.md",)
+
+
 def default_chapters(book: Path = ROOT / "book") -> list[Path]:
-    return [path for path in sorted(book.glob("ch*.md")) if is_chapter(path)]
+    """Every chapter (book/ch*.md) and appendix notebook, in that order."""
+    paths = [*sorted(book.glob("ch*.md")), *(book / name for name in APPENDICES)]
+    return [path for path in paths if path.exists() and is_chapter(path)]
 
 
 def student_edition(chapter: Path, output: Path) -> tuple[Path, int]:
@@ -185,7 +191,7 @@ def student_edition(chapter: Path, output: Path) -> tuple[Path, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("chapters", nargs="*", type=Path,
-                        help="chapter text notebooks (default: every book/ch*.md)")
+                        help="chapter text notebooks (default: every book/ch*.md and the appendices)")
     parser.add_argument("-o", "--output", type=Path, default=DEFAULT_OUTPUT,
                         help=f"folder for the .ipynb files (default: {DEFAULT_OUTPUT.relative_to(ROOT)})")
     args = parser.parse_args(argv)

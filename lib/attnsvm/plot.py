@@ -63,16 +63,42 @@ def separating_line(ax, normal, offset: float, extent: float = 3.0, **kwargs) ->
         ax.plot((offset - a[1] * t) / a[0], t, **kwargs)
 
 
-def curves(ax, steps, values, label: str | None = None, band: bool = True, **kwargs) -> None:
-    """Mean curve over trials (second dimension), with a min-max band when ``band``."""
+def curves(ax, steps, values, label: str | None = None, band: bool | str | None = True,
+           center: str | None = None, **kwargs) -> None:
+    """A curve over trials (the second dimension of ``values``), with a band around it.
+
+    ``band`` picks the band and, unless ``center`` says otherwise, the line:
+
+    - ``True`` or ``"minmax"`` (the default): the mean over trials, with a band from the smallest
+      to the largest trial (a range, not a confidence interval);
+    - ``"iqr"``: the median over trials, with a band from the 25th to the 75th percentile (the
+      interquartile range, which half of the trials lie in at each step);
+    - ``False`` or ``None``: the mean, without a band.
+
+    ``center`` (``"mean"`` or ``"median"``) overrides the line. NaN entries are ignored, and steps
+    where every trial is NaN are dropped (e.g. step 0, where ``W = 0`` has no direction). The
+    remaining keyword arguments go to ``ax.plot``.
+    """
+    if band is True:
+        band = "minmax"
+    if band not in ("minmax", "iqr", False, None):
+        raise ValueError(f"band must be 'minmax', 'iqr', True, False or None, got {band!r}")
+    if center is None:
+        center = "median" if band == "iqr" else "mean"
+    if center not in ("mean", "median"):
+        raise ValueError(f"center must be 'mean' or 'median', got {center!r}")
     steps, values = _np(steps), _np(values)
     values = values.reshape(len(values), -1)
     keep = ~np.isnan(values).all(axis=1)            # e.g. step 0, where W = 0 has no direction
     steps, values = steps[keep], values[keep]
-    line, = ax.plot(steps, np.nanmean(values, axis=1), label=label, **kwargs)
+    line_values = np.nanmedian(values, axis=1) if center == "median" else np.nanmean(values, axis=1)
+    line, = ax.plot(steps, line_values, label=label, **kwargs)
     if band and values.shape[1] > 1:
-        ax.fill_between(steps, np.nanmin(values, axis=1), np.nanmax(values, axis=1),
-                        color=line.get_color(), alpha=0.2, linewidth=0)
+        if band == "iqr":
+            low, high = np.nanpercentile(values, [25, 75], axis=1)
+        else:
+            low, high = np.nanmin(values, axis=1), np.nanmax(values, axis=1)
+        ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 4.0, height: float = 3.2, **kwargs):
