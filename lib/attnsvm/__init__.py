@@ -12,14 +12,15 @@ from .gensvm import GenSVMResult, finite_part, gen_svm, selected_sets, svm_eq_fi
 from .gradients import excess_risk, optimal_risk
 from .jointsvm import relaxed_p_svm, v_svm
 from .normsvm import matrix_norm, norm_svm
-from .metrics import corr, is_global, max_probability, numerical_rank, probability_on, selected_tokens
+from .metrics import (corr, is_global, max_probability, numerical_rank, probability_off, probability_on,
+                      selected_tokens)
 from .models import (LOSSES, Attention, DiagonalAttention, KQAttention, LinearHead, MLPHead, PenalizedHead, PromptAttention,
                      WAttention, attention_output, empirical_risk, predict)
 from .path import PathResult, PathWarning, regularization_path
 from .reluhead import a6_draw, ngd_relu_head, span_iterates
 from .report import claim, format_table, proportion_interval, within
 from .scale import at_scale, scale
-from .selections import KINDS, OUTCOMES, classify_selections, run_outcomes, selection_kind, svm_stack
+from .selections import KINDS, OUTCOMES, SVMCache, classify_selections, run_outcomes, selection_kind, svm_stack
 from .svm import IllConditionedError, InfeasibleError, SVMResult, att_svm, is_locally_optimal, p_svm
 from .train import History, TrainingError, block_normalize, train
 from .utils import DEFAULT_DTYPE, get_device, set_seed
@@ -30,13 +31,14 @@ __all__ = [
     "Problem", "figure_problem", "random_problem", "excess_risk", "optimal_risk",
     "GenSVMResult", "finite_part", "gen_svm", "selected_sets", "svm_eq_fit", "relaxed_p_svm", "v_svm",
     "matrix_norm", "norm_svm", "a6_draw", "ngd_relu_head", "span_iterates",
-    "corr", "is_global", "max_probability", "numerical_rank", "probability_on", "selected_tokens",
+    "corr", "is_global", "max_probability", "numerical_rank", "probability_off", "probability_on",
+    "selected_tokens",
     "LOSSES", "Attention", "DiagonalAttention", "KQAttention", "LinearHead", "MLPHead", "PenalizedHead", "PromptAttention",
     "WAttention",
     "attention_output", "empirical_risk", "predict",
     "PathResult", "PathWarning", "regularization_path",
     "claim", "format_table", "proportion_interval", "within", "at_scale", "scale",
-    "KINDS", "OUTCOMES", "classify_selections", "run_outcomes", "selection_kind", "svm_stack",
+    "KINDS", "OUTCOMES", "SVMCache", "classify_selections", "run_outcomes", "selection_kind", "svm_stack",
     "IllConditionedError", "InfeasibleError", "SVMResult", "att_svm", "is_locally_optimal", "p_svm",
     "History", "TrainingError", "block_normalize", "train",
     "DEFAULT_DTYPE", "get_device", "set_seed", "__version__",

@@ -60,6 +60,16 @@ def probability_on(probabilities: torch.Tensor, alpha: torch.Tensor) -> torch.Te
     return torch.take_along_dim(probabilities, alpha.unsqueeze(-1), dim=-1).squeeze(-1)
 
 
+def probability_off(probabilities: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """Softmax mass on every token *but* ``alpha``, shape ``(*B, n)``.
+
+    It sums the small probabilities themselves, so it stays accurate where ``1 - s_alpha`` has
+    cancelled to 0 (a saturated softmax; see the book's numerics appendix)."""
+    alpha = torch.as_tensor(alpha, device=probabilities.device)
+    others = torch.arange(probabilities.shape[-1], device=probabilities.device) != alpha.unsqueeze(-1)
+    return (probabilities * others).sum(-1)
+
+
 def is_global(problem: Problem, alpha: torch.Tensor) -> torch.Tensor:
     """Whether the selection ``alpha`` picks the optimal token in every example, shape ``(*B,)``."""
     return (alpha == problem.opt).all(dim=-1)

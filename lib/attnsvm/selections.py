@@ -10,6 +10,7 @@ the data for float64 to decide (see ``svm.IllConditionedError``).
 from __future__ import annotations
 
 import itertools
+import time
 
 import torch
 
@@ -107,23 +108,65 @@ def run_outcomes(problem: Problem, probabilities: torch.Tensor, saturation: floa
     return alpha, kinds
 
 
+def _data_key(problem: Problem) -> tuple:
+    """The data of one instance as a hashable key: shapes, dtypes and bytes of X, Z and the mask."""
+    parts = [problem.X, problem.Z] + ([] if problem.mask is None else [problem.mask])
+    return tuple((tuple(t.shape), str(t.dtype), t.detach().cpu().numpy().tobytes()) for t in parts)
+
+
+class SVMCache:
+    """Att-SVM (``norm="fro"``) and Att-SVM* (``"nuc"``) solutions, each solved once.
+
+    Experiments that need the same SVM several times (every selection of every A3 instance, in the
+    Frobenius and the nuclear norm) keep one cache. An entry is keyed by the instance's data
+    itself (tokens, queries, mask), the selection and the norm, so two instances never share an
+    entry. ``seconds[norm]`` lists the wall time of every solve actually made.
+    """
+
+    def __init__(self) -> None:
+        self._solutions: dict[tuple, SVMResult] = {}
+        self.seconds: dict[str, list[float]] = {"fro": [], "nuc": []}
+
+    def solve(self, problem: Problem, alpha, norm: str = "fro") -> SVMResult:
+        """The solution of one instance (no trials dimension) for its selection ``alpha`` (n,)."""
+        if not isinstance(problem, Problem):
+            raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
+        if problem.batch_shape:
+            raise ValueError("SVMCache.solve takes one instance (n, T, d); use SVMCache.stack for a "
+                             "batched problem")
+        alpha = torch.as_tensor(alpha)
+        key = (_data_key(problem), tuple(int(a) for a in alpha.reshape(-1)), tuple(alpha.shape), norm)
+        if key not in self._solutions:
+            start = time.perf_counter()
+            result = att_svm(problem.X, problem.Z, alpha, norm, mask=problem.mask)
+            self.seconds.setdefault(norm, []).append(time.perf_counter() - start)
+            self._solutions[key] = result
+        return self._solutions[key]
+
+    def stack(self, problem: Problem, alpha, norm: str = "fro") -> torch.Tensor:
+        """The solution of every instance of a batched problem for its selection ``alpha[b]``,
+        shape ``(B, d, d)``. Raises :class:`InfeasibleError` naming the trial that is infeasible."""
+        if not isinstance(problem, Problem):
+            raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
+        if len(problem.batch_shape) != 1:
+            raise ValueError("svm_stack and SVMCache.stack need a problem with one trials dimension "
+                             "(B, n, T, d); for one instance use SVMCache.solve")
+        alpha = torch.as_tensor(alpha)
+        if tuple(alpha.shape) != (problem.batch_shape[0], problem.n):
+            raise ValueError(f"alpha must have shape (B, n) = {(problem.batch_shape[0], problem.n)}, "
+                             f"got {tuple(alpha.shape)}")
+        solutions = []
+        for b in range(alpha.shape[0]):
+            try:
+                solutions.append(self.solve(problem.trial(b), alpha[b], norm).W)
+            except InfeasibleError as error:
+                raise InfeasibleError(f"trial {b}: {error}") from None
+        return torch.stack(solutions)
+
+
 def svm_stack(problem: Problem, alpha, norm: str = "fro") -> torch.Tensor:
     """The Att-SVM (``norm="fro"``) or Att-SVM* (``"nuc"``) solution of every instance of a
     batched problem for its selection ``alpha[b]``, honouring the problem's token mask; shape
-    ``(B, d, d)``. Raises :class:`InfeasibleError` naming the trial that is infeasible."""
-    if not isinstance(problem, Problem):
-        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
-    if len(problem.batch_shape) != 1:
-        raise ValueError("svm_stack needs a problem with one trials dimension (B, n, T, d)")
-    alpha = torch.as_tensor(alpha)
-    if tuple(alpha.shape) != (problem.batch_shape[0], problem.n):
-        raise ValueError(f"alpha must have shape (B, n) = {(problem.batch_shape[0], problem.n)}, "
-                         f"got {tuple(alpha.shape)}")
-    solutions = []
-    for b in range(alpha.shape[0]):
-        one = problem.trial(b)
-        try:
-            solutions.append(att_svm(one.X, one.Z, alpha[b], norm, mask=one.mask).W)
-        except InfeasibleError as error:
-            raise InfeasibleError(f"trial {b}: {error}") from None
-    return torch.stack(solutions)
+    ``(B, d, d)``. Raises :class:`InfeasibleError` naming the trial that is infeasible. (Without
+    memory; :class:`SVMCache` keeps the solutions.)"""
+    return SVMCache().stack(problem, alpha, norm)
