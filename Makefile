@@ -63,7 +63,7 @@ serve:
 
 student: setup
 	rm -rf $(STUDENT_DIR)
-	$(PY) tools/student_edition.py --output $(STUDENT_DIR) $(filter book/ch% book/numerics%,$(CHAPTERS))
+	$(PY) tools/student_edition.py --output $(STUDENT_DIR)
 
 # One HTML page for the whole book (chapters executed, strict, as in `make book`), printed to PDF
 # by headless Chromium once MathJax has typeset it (tools/print_pdf.py). See README: "PDF".

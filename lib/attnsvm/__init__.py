@@ -8,6 +8,7 @@ Selection in Attention Mechanism" (NeurIPS 2023).
 """
 
 from .data import Problem, figure_problem, random_problem
+from .duality import constraint_features, kkt_multipliers
 from .gensvm import GenSVMResult, finite_part, gen_svm, selected_sets, svm_eq_fit
 from .gradients import excess_risk, optimal_risk
 from .jointsvm import relaxed_p_svm, v_svm
@@ -28,7 +29,7 @@ from .utils import DEFAULT_DTYPE, get_device, set_seed
 __version__ = "0.1.0"
 
 __all__ = [
-    "Problem", "figure_problem", "random_problem", "excess_risk", "optimal_risk",
+    "Problem", "figure_problem", "random_problem", "constraint_features", "kkt_multipliers", "excess_risk", "optimal_risk",
     "GenSVMResult", "finite_part", "gen_svm", "selected_sets", "svm_eq_fit", "relaxed_p_svm", "v_svm",
     "matrix_norm", "norm_svm", "a6_draw", "ngd_relu_head", "span_iterates",
     "corr", "is_global", "max_probability", "numerical_rank", "probability_off", "probability_on",
