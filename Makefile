@@ -8,9 +8,13 @@
 #   make student    student edition: every chapter as .ipynb without solutions, in _build/student/
 #   make pdf        the whole book as one PDF, _build/pdf/attnsvm.pdf (needs Chromium, no TeX)
 #   make bench      run every bench/*.py
+#   make gpu-check  CUDA vs CPU from one seed (solvers, train, path), then heavy studies timed on both
+#                   (tools/gpu_check.py; GPUCHECKFLAGS=--quick for small sizes; no CUDA: one line, exit 0)
 #   make clean      remove build products (keeps .venv; `make distclean` removes it too)
 #
-# BOOKFLAGS=--all forces Sphinx to re-read (and so re-execute) every page, e.g. after a library change.
+# Each chapter is executed once per change: `make test` and `make book` share the execution cache
+# _build/.jupyter_cache, emptied when the library, requirements.txt or ATTNSVM_SCALE change
+# (tools/notebook_cache.py); `make clean` empties it too. BOOKFLAGS=--all makes Sphinx re-read every page.
 # ATTNSVM_SCALE=quick (book, test, pdf) runs the experiments at a smaller scale; default: the paper's.
 
 SHELL  := /bin/bash
@@ -21,6 +25,8 @@ NB_DIR := _build/html/_notebooks
 STUDENT_DIR := _build/student
 PDF    := _build/pdf/attnsvm.pdf
 BOOKFLAGS ?=
+# kernels (chapters) executed at a time by `make test` and `make book`
+JOBS   ?= 2
 PORT   ?= 8000
 # The browser that prints the PDF: the first of these on PATH, or CHROMIUM=/path/to/chrome.
 CHROMIUM ?= $(firstword $(foreach b,chromium chromium-browser google-chrome-stable google-chrome,$(shell command -v $(b) 2>/dev/null)))
@@ -28,7 +34,7 @@ CHROMIUM ?= $(firstword $(foreach b,chromium chromium-browser google-chrome-stab
 # Chapters = the text notebooks of book/ (a jupytext front matter with a kernelspec).
 CHAPTERS = $(shell grep -l '^kernelspec:' book/*.md 2>/dev/null)
 
-.PHONY: setup book test notebooks serve student pdf bench clean distclean
+.PHONY: setup book test notebooks serve student pdf bench gpu-check clean distclean
 
 setup: $(STAMP)
 
@@ -41,13 +47,20 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (attnsvm)"
 	touch $@
 
+# One thread per kernel (as in `make test`): the chapters' tiny models gain nothing from more, and
+# two kernels at a time on two cores would otherwise oversubscribe them. tools/execute_chapters.py
+# executes the chapters the execution cache lacks, JOBS at a time; Sphinx then renders them.
 book: setup
-	$(VENV)/bin/jupyter-book build -W -n --keep-going $(BOOKFLAGS) .
+	OMP_NUM_THREADS=1 $(PY) tools/execute_chapters.py --jobs $(JOBS) $(CHAPTERS)
+	OMP_NUM_THREADS=1 $(VENV)/bin/jupyter-book build -W -n --keep-going $(BOOKFLAGS) .
 	$(MAKE) --no-print-directory notebooks
 	@echo "Book: file://$(CURDIR)/_build/html/index.html  (notebooks: $(NB_DIR)/)"
 
+# Each chapter that passes is stored in the book's execution cache (tests/nbval_md.py), so that a
+# `make book` afterwards does not execute it again. The cell timeout only guards against a hang.
 test: setup
-	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests book
+	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(PY) -m pytest -n $(JOBS) --dist loadfile --nbval-lax \
+	  --nbval-cell-timeout=3600 tests book
 
 notebooks: setup
 	mkdir -p $(NB_DIR)
@@ -70,13 +83,17 @@ student: setup
 pdf:
 	@test -n "$(CHROMIUM)" || { echo "make pdf: Chromium not found; it prints the book to PDF. Install it (Debian/Ubuntu: sudo apt-get install chromium) or name it: make pdf CHROMIUM=/path/to/chrome" >&2; exit 1; }
 	$(MAKE) --no-print-directory setup
-	$(VENV)/bin/jupyter-book build -W -n --keep-going --builder singlehtml $(BOOKFLAGS) .
+	OMP_NUM_THREADS=1 $(PY) tools/execute_chapters.py --jobs $(JOBS) $(CHAPTERS)
+	OMP_NUM_THREADS=1 $(VENV)/bin/jupyter-book build -W -n --keep-going --builder singlehtml $(BOOKFLAGS) .
 	$(PY) tools/print_pdf.py --chromium "$(CHROMIUM)" _build/singlehtml/index.html $(PDF)
 
 bench: setup
 	for f in bench/*.py; do \
 	  [ -e "$$f" ] || continue; echo "== $$f"; MPLBACKEND=Agg $(PY) $$f || exit 1; \
 	done
+
+gpu-check: setup
+	$(PY) tools/gpu_check.py $(GPUCHECKFLAGS)
 
 clean:
 	rm -rf _build .pytest_cache .jupyter_cache

@@ -4,4 +4,5 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "tests"))
+sys.path.insert(0, str(Path(__file__).parent / "tools"))     # notebook_cache, used by nbval_md
 pytest_plugins = ["nbval_md"]

@@ -7,13 +7,23 @@ test item run in order in one kernel (use ``--dist loadfile`` with xdist). Markd
 kernelspec (references, notation, ...) are ignored. Text notebooks store no outputs, so with
 ``--nbval-lax`` a cell passes when it runs without error: the checks are the ``assert`` cells.
 Loaded from the root ``conftest.py``.
+
+A chapter all of whose cells passed is stored, with the outputs nbval recorded and the cells' run
+times, in the book's execution cache (``tools/notebook_cache.py``): ``make book`` after ``make
+test`` then renders it without executing it a second time.
 """
 
+from pathlib import Path
 from unittest import mock
 
 import jupytext
 import nbval.plugin
 from nbval.plugin import IPyNbFile
+
+import notebook_cache
+
+# nodeid -> (passed, seconds) of each cell's "call" phase, filled by pytest_runtest_logreport
+_CELL_RESULTS: dict[str, tuple[bool, float]] = {}
 
 
 def _is_text_notebook(path):
@@ -41,8 +51,23 @@ class TextNotebookFile(IPyNbFile):
     """nbval's notebook collector, fed from a jupytext text notebook."""
 
     def collect(self):
+        self.cells = []
         with mock.patch.object(nbval.plugin, "nbformat", _ReadWithJupytext):
-            yield from super().collect()
+            for item in super().collect():
+                self.cells.append(item)
+                yield item
+
+    def teardown(self):
+        super().teardown()
+        results = [_CELL_RESULTS.get(cell.nodeid) for cell in getattr(self, "cells", [])]
+        if results and all(r is not None and r[0] for r in results):
+            notebook_cache.store(Path(str(self.path)), [cell.test_outputs or [] for cell in self.cells],
+                                 [r[1] for r in results], producer="nbval (make test)")
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        _CELL_RESULTS[report.nodeid] = (report.passed, report.duration)
 
 
 def pytest_collect_file(file_path, parent):

@@ -1,0 +1,154 @@
+"""One execution of each chapter per build: the book's execution cache, shared by the tests.
+
+The book is built with MyST-NB's ``execute_notebooks: cache``: a chapter whose code cells match an
+executed notebook in the jupyter-cache at ``_build/.jupyter_cache`` is rendered from it, any other
+is executed. Two producers fill that cache, so that CI executes each chapter once, not twice:
+
+- ``make test`` runs every chapter through nbval (``tests/nbval_md.py``); a chapter all of whose
+  cells passed is stored here with the outputs nbval recorded;
+- ``make book`` first runs ``tools/execute_chapters.py``, which executes the chapters that are not
+  cached yet, two at a time, and stores them.
+
+A cached notebook is valid only for the code that produced it. jupyter-cache keys it by the
+chapter's code cells; everything else its outputs depend on goes into a *fingerprint* (the
+library's source, the pinned requirements and the experiments' scale ``ATTNSVM_SCALE``; the
+thread count is left out, since no printed number may depend on it): when the fingerprint differs from the one the cache was filled under, the cache
+is emptied before use. Each stored notebook also records its run time, per cell, which the Build
+status page shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import jupytext
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / "_build" / ".jupyter_cache"
+FINGERPRINT_FILE = "attnsvm-fingerprint.json"
+# What the executed outputs depend on besides the chapter's own code cells.
+ENVIRONMENT = ("ATTNSVM_SCALE",)
+
+
+def fingerprint() -> dict[str, str]:
+    """The library's source hash, the requirements' hash and the environment that shapes results."""
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "lib" / "attnsvm").rglob("*.py")):
+        digest.update(str(path.relative_to(ROOT)).encode())
+        digest.update(path.read_bytes())
+    requirements = hashlib.sha256((ROOT / "requirements.txt").read_bytes()).hexdigest()
+    env = {name: os.environ.get(name, "").strip().lower() for name in ENVIRONMENT}
+    env["ATTNSVM_SCALE"] = env["ATTNSVM_SCALE"] or "paper"
+    return {"library": digest.hexdigest(), "requirements": requirements, **env}
+
+
+@contextlib.contextmanager
+def locked_cache(path: Path = CACHE, clear_stale: bool = True) -> Iterator["object"]:
+    """The jupyter-cache at ``path``, held under an exclusive file lock (two test workers never
+    write it at once). A cache filled under another fingerprint is emptied first, or, with
+    ``clear_stale=False`` (readers), yielded as None."""
+    from jupyter_cache import get_cache
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / ".jupyter_cache.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            stamp = path / FINGERPRINT_FILE
+            current = fingerprint()
+            stale = path.exists() and (not stamp.exists()
+                                       or json.loads(stamp.read_text()) != current)
+            if stale and not clear_stale:
+                yield None
+                return
+            if stale:
+                shutil.rmtree(path)
+            path.mkdir(parents=True, exist_ok=True)
+            cache = get_cache(str(path))
+            stamp.write_text(json.dumps(current, indent=1))
+            yield cache
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def is_text_notebook(path: Path) -> bool:
+    """True for a Markdown page whose YAML front matter has a ``kernelspec`` (a chapter)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return False
+    for line in lines[1:]:
+        if line.strip() == "---":
+            return False
+        if line.startswith("kernelspec:"):
+            return True
+    return False
+
+
+def book_chapters(root: Path = ROOT) -> list[Path]:
+    """The text notebooks of ``_toc.yml``, in reading order."""
+    import yaml
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    files = [entry["file"] for part in toc.get("parts", []) for entry in part.get("chapters", [])]
+    return [root / (f + ".md") for f in files if is_text_notebook(root / (f + ".md"))]
+
+
+def read_chapter(path: Path) -> nbformat.NotebookNode:
+    """A chapter as MyST-NB reads it (the same code cells and cell metadata, hence the same key)."""
+    return jupytext.read(str(path))
+
+
+def cached_record(cache, notebook: nbformat.NotebookNode):
+    """The cache record of this notebook's code, or None."""
+    try:
+        return cache.match_cache_notebook(notebook)
+    except KeyError:
+        return None
+
+
+def store(path: Path, outputs: Sequence[list], cell_seconds: Sequence[float], producer: str) -> None:
+    """Cache chapter ``path`` with ``outputs[k]`` the outputs of its k-th code cell.
+
+    The stored notebook is the chapter as read from its source (so its key matches), with the
+    outputs and execution counts filled in; ``cell_seconds`` are the code cells' run times.
+    """
+    from jupyter_cache.base import CacheBundleIn
+
+    notebook = read_chapter(path)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    if len(code) != len(outputs) or len(code) != len(cell_seconds):
+        raise ValueError(f"{path.name}: {len(code)} code cells, but outputs for {len(outputs)} "
+                         f"and times for {len(cell_seconds)}")
+    for count, (cell, cell_outputs) in enumerate(zip(code, outputs), start=1):
+        cell.outputs = [nbformat.from_dict(dict(output)) for output in cell_outputs]
+        cell.execution_count = count
+        for output in cell.outputs:
+            if output.get("output_type") == "execute_result":
+                output["execution_count"] = count
+    data = {"execution_seconds": float(sum(cell_seconds)),
+            "cell_seconds": [round(float(s), 3) for s in cell_seconds], "producer": producer}
+    with locked_cache() as cache:
+        cache.cache_notebook_bundle(CacheBundleIn(notebook, str(path.resolve()), data=data),
+                                   check_validity=False, overwrite=True)
+
+
+def chapter_times(paths: Sequence[Path]) -> list[dict]:
+    """Per chapter: seconds, slowest cell and who executed it, from the cache (None if absent)."""
+    rows = []
+    with locked_cache(clear_stale=False) as cache:
+        for path in paths:
+            record = None if cache is None else cached_record(cache, read_chapter(path))
+            if record is None:
+                rows.append({"chapter": path.stem, "seconds": None})
+                continue
+            cells = record.data.get("cell_seconds") or [record.data.get("execution_seconds", 0.0)]
+            rows.append({"chapter": path.stem, "seconds": record.data.get("execution_seconds"),
+                         "slowest_cell": max(cells), "producer": record.data.get("producer", "?")})
+    return rows
