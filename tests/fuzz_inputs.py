@@ -24,15 +24,30 @@ F64 = torch.float64
 PACKAGE = str(Path(A.__file__).resolve().parent)
 
 
+CORRECT = object()      # what an extreme-but-valid case's thunk returns once its answer is checked
+
+
 def outcome(thunk: Callable[[], object]) -> str:
+    """``clear``: ValueError/TypeError raised by a ``raise`` statement of the attnsvm package (not
+    by a torch/NumPy call made from it); ``correct``: a valid extreme input computed and checked;
+    ``unclear``: any other exception; ``silent``: returned without error (a wrong answer)."""
     try:
-        thunk()
+        result = thunk()
     except (ValueError, TypeError) as error:
-        frames = traceback.extract_tb(error.__traceback__)
-        return "clear" if str(Path(frames[-1].filename).resolve()).startswith(PACKAGE) else "unclear"
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        ours = str(Path(frame.filename).resolve()).startswith(PACKAGE)
+        return "clear" if ours and (frame.line or "").lstrip().startswith("raise") else "unclear"
     except Exception:                                            # noqa: BLE001
         return "unclear"
-    return "silent"
+    return "correct" if result is CORRECT else "silent"
+
+
+def checked(compute: Callable[[], object], check: Callable[[object], bool]) -> Callable[[], object]:
+    """A thunk for a valid extreme input: computed correctly (``check``) or refused clearly."""
+    def thunk():
+        result = compute()
+        return CORRECT if check(result) else result
+    return thunk
 
 
 NON_NUMERIC = ["abc", None, {"a": 1}, object(), [1, "x"], b"\x00"]
@@ -387,6 +402,321 @@ def method_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
     return cases
 
 
+# --- the newer entry points, one builder per public name (issue 18) ------------------------------
+
+BAD_ARRAYS = ["abc", None, {"a": 1}, object(), [1, "x"]]
+SCALES = (1e200, 1e300, 1e-300)
+DEVICES = ("cuda", "cuda:99", "nodevice", "mps", 3)
+
+
+def _close(a, b, rtol: float = 1e-9) -> bool:
+    a, b = torch.as_tensor(a, dtype=F64), torch.as_tensor(b, dtype=F64)
+    top = float(b.abs().max()) if b.numel() else 0.0
+    return bool(torch.isfinite(a).all()) and bool(((a - b).abs() <= rtol * top).all())
+
+
+def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
+    """Cases for every public name not covered above: (entry, kind, what, thunk)."""
+    P = _base(5)
+    B = A.random_problem(2, 3, 4, trials=2, generator=A.set_seed(6))
+    S = torch.zeros(2, 3, dtype=torch.bool)
+    S[torch.arange(2), P.opt] = True
+    cases: list[tuple[str, str, str, Callable]] = []
+
+    def add(entry, kind, what, thunk):
+        cases.append((entry, kind, what, thunk))
+
+    # gen_svm / finite_part / selected_sets / svm_eq_fit
+    ref = A.gen_svm(P.X, P.Z, S)
+    for s in SCALES:
+        add("gen_svm", "extreme", f"X x {s:g}", checked(lambda s=s: A.gen_svm(P.X * s, P.Z, S),
+                                                       lambda r, s=s: _close(r.W * s, ref.W)))
+        add("gen_svm", "extreme", f"Z x {s:g}", checked(lambda s=s: A.gen_svm(P.X, P.Z * s, S),
+                                                       lambda r, s=s: _close(r.W * s, ref.W)))
+    for value in BAD_ARRAYS:
+        add("gen_svm", "non-numeric", f"X={value!r}", lambda v=value: A.gen_svm(v, P.Z, S))
+        if value is not None:                                     # mask=None: every token visible
+            add("gen_svm", "non-numeric", f"mask={value!r}", lambda v=value: A.gen_svm(P.X, P.Z, S, mask=v))
+    for value in (math.nan, -1.0, 2.0, "x", None):
+        add("gen_svm", "tolerance", f"support_tol={value!r}", lambda v=value: A.gen_svm(P.X, P.Z, S, support_tol=v))
+    probs = torch.softmax(torch.randn(2, 3, dtype=F64), -1)
+    for s in SCALES:
+        fin = A.finite_part(P.X, P.Z, S, probs)
+        add("finite_part", "extreme", f"X x {s:g}",
+            checked(lambda s=s: A.finite_part(P.X * s, P.Z, S, probs), lambda r, f=fin, s=s: _close(r * s, f)))
+    for value in BAD_ARRAYS:
+        add("finite_part", "non-numeric", f"selected={value!r}", lambda v=value: A.finite_part(P.X, P.Z, v, probs))
+        add("finite_part", "non-numeric", f"probabilities={value!r}", lambda v=value: A.finite_part(P.X, P.Z, S, v))
+    for value in (math.nan, 0.0, -1.0, "1e-8"):
+        add("finite_part", "tolerance", f"tol={value!r}", lambda v=value: A.finite_part(P.X, P.Z, S, probs, tol=v))
+    for value in BAD_ARRAYS + [torch.full((2, 3), math.nan), torch.ones(3), torch.full((2, 3), 1.5),
+                               torch.full((2, 3), -0.1), torch.ones(2, 3, dtype=torch.int64)]:
+        add("selected_sets", "probabilities", f"probabilities={str(value)[:30]}", lambda v=value: A.selected_sets(v))
+    for keep, masked in ((1e-6, 1e-3), (0.0, 1e-6), (math.nan, 1e-6), ("x", 1e-6), (2.0, 1e-6)):
+        add("selected_sets", "threshold", f"keep={keep!r} masked={masked!r}",
+            lambda k=keep, m=masked: A.selected_sets(probs, keep=k, masked=m))
+    for value in ("m", torch.ones(2, 3), torch.ones(4, 4, dtype=torch.bool), None if False else 5):
+        add("selected_sets", "mask", f"mask={str(value)[:30]}", lambda v=value: A.selected_sets(probs, mask=v))
+    W_dir, W_fin = ref.W, torch.zeros(4, 4, dtype=F64)
+    for s in (1e150, 1e300, 1e-300):
+        add("svm_eq_fit", "extreme", f"all x {s:g}",
+            checked(lambda s=s: A.svm_eq_fit((W_fin + 3 * W_dir) * s, W_fin * s, W_dir * s),
+                    lambda r: abs(r[0] - 3.0) <= 1e-12 and bool(torch.isfinite(r[1]).all())))
+    add("svm_eq_fit", "extreme", "C overflows", lambda: A.svm_eq_fit(W_dir * 1e300, W_fin, W_dir * 1e-300))
+    for value in BAD_ARRAYS + [torch.ones(4), torch.ones(2, 3, 3)]:
+        add("svm_eq_fit", "non-numeric", f"W={str(value)[:30]}", lambda v=value: A.svm_eq_fit(v, W_fin, W_dir))
+        add("svm_eq_fit", "non-numeric", f"W_dir={str(value)[:30]}", lambda v=value: A.svm_eq_fit(W_dir, W_fin, v))
+    add("svm_eq_fit", "shape", "batch mismatch", lambda: A.svm_eq_fit(torch.ones(3, 4, 4), torch.ones(2, 4, 4), W_dir))
+
+    # v_svm / relaxed_p_svm
+    for value in BAD_ARRAYS:
+        add("v_svm", "non-numeric", f"alpha={value!r}", lambda v=value: A.v_svm(P.X, P.Y, v))
+        add("v_svm", "non-numeric", f"Y={value!r}", lambda v=value: A.v_svm(P.X, v, P.opt))
+        add("relaxed_p_svm", "non-numeric", f"supported={value!r}",
+            lambda v=value: A.relaxed_p_svm(P.X, P.opt, v))
+        add("relaxed_p_svm", "non-numeric", f"alpha={value!r}",
+            lambda v=value: A.relaxed_p_svm(P.X, v, torch.ones(2, dtype=torch.bool)))
+    for value in (math.nan, -1e-5, "x", None):
+        add("v_svm", "tolerance", f"support_tol={value!r}", lambda v=value: A.v_svm(P.X, P.Y, P.opt, support_tol=v))
+        add("relaxed_p_svm", "tolerance", f"support_tol={value!r}",
+            lambda v=value: A.relaxed_p_svm(P.X, P.opt, torch.ones(2, dtype=torch.bool), support_tol=v))
+    vref = A.v_svm(P.X, P.Y, P.opt)
+    pref = A.relaxed_p_svm(P.X, P.opt, torch.ones(2, dtype=torch.bool))
+    for s in SCALES:
+        add("v_svm", "extreme", f"X x {s:g}", checked(lambda s=s: A.v_svm(P.X * s, P.Y, P.opt),
+                                                     lambda r, s=s: _close(r.W * s, vref.W)))
+        add("relaxed_p_svm", "extreme", f"keys x {s:g}",
+            checked(lambda s=s: A.relaxed_p_svm(P.X * s, P.opt, torch.ones(2, dtype=torch.bool)),
+                    lambda r, s=s: _close(r.W * s, pref.W)))
+
+    # norm_svm / matrix_norm
+    for p in (1e6, 1 + 1e-6, 1.001, 1000.0, "3", None, math.nan):
+        add("norm_svm", "norm", f"p={p!r}", lambda q=p: A.norm_svm(P.X, P.Z, P.opt, q))
+    for value in (-1.0, math.nan, math.inf, "1e-5", None, 2.0):
+        add("norm_svm", "tolerance", f"support_tol={value!r}",
+            lambda v=value: A.norm_svm(P.X, P.Z, P.opt, 3, support_tol=v))
+    for value in BAD_ARRAYS:
+        if value is not None:
+            add("norm_svm", "non-numeric", f"mask={value!r}", lambda v=value: A.norm_svm(P.X, P.Z, P.opt, 3, mask=v))
+        add("norm_svm", "non-numeric", f"alpha={value!r}", lambda v=value: A.norm_svm(P.X, P.Z, v, 3))
+    for p, diagonal in ((3, False), (3, True), (1.5, True), (1, False), ("spectral", False)):
+        base = A.norm_svm(P.X, P.Z, P.opt, p, diagonal=diagonal)
+        for s in SCALES:
+            add("norm_svm", "extreme", f"p={p} diagonal={diagonal} X x {s:g}",
+                checked(lambda s=s, p=p, dg=diagonal: A.norm_svm(P.X * s, P.Z, P.opt, p, diagonal=dg),
+                        lambda r, s=s, b=base: abs(r.objective * s / b.objective - 1) <= 1e-7
+                        and r.min_margin >= 1 - 1e-6))
+    for value in BAD_ARRAYS + [torch.ones(3), torch.full((2, 2), math.nan)]:
+        add("matrix_norm", "non-numeric", f"W={str(value)[:30]}", lambda v=value: A.matrix_norm(v, 2))
+    for p in ("nuc", 0.5, None, math.inf, True):
+        add("matrix_norm", "norm", f"norm={p!r}", lambda q=p: A.matrix_norm(torch.ones(2, 2), q))
+    for s in SCALES:
+        for p in (1, 2, 3.5, "spectral"):
+            add("matrix_norm", "extreme", f"ones x {s:g}, {p}",
+                checked(lambda s=s, p=p: A.matrix_norm(torch.ones(2, 2, dtype=F64) * s, p),
+                        lambda r, s=s, p=p: _close(r / s, 2.0 if p == "spectral" else 4 ** (1 / p), 1e-12)))
+
+    # kkt_multipliers / constraint_features
+    svm = A.att_svm(P.X, P.Z, P.opt)
+    lam_ref, _ = A.kkt_multipliers(P.X, P.Z, P.opt, svm)
+    for s in SCALES + (1e100, 1e-100):
+        add("kkt_multipliers", "extreme", f"X x {s:g}",
+            checked(lambda s=s: A.kkt_multipliers(P.X * s, P.Z, P.opt, A.att_svm(P.X * s, P.Z, P.opt)),
+                    lambda r, s=s: _close(r[0] * s * s, lam_ref, 1e-8) and r[1] < 1e-10))
+        add("constraint_features", "extreme", f"X x {s:g}",
+            checked(lambda s=s: A.constraint_features(P.X * s, P.Z * s, P.opt),
+                    lambda r, s=s: _close(r, A.constraint_features(P.X, P.Z, P.opt) * s * s, 1e-12)))
+    for value in BAD_ARRAYS + [A.att_svm(P.X, P.Z, P.opt, "nuc"), A.v_svm(P.X, P.Y, P.opt)]:
+        add("kkt_multipliers", "type", f"result={type(value).__name__}",
+            lambda v=value: A.kkt_multipliers(P.X, P.Z, P.opt, v))
+    for value in BAD_ARRAYS:
+        add("constraint_features", "non-numeric", f"X={value!r}", lambda v=value: A.constraint_features(v, P.Z, P.opt))
+        add("constraint_features", "non-numeric", f"alpha={value!r}", lambda v=value: A.constraint_features(P.X, P.Z, v))
+
+    # train's methods, DiagonalAttention, heads
+    W = A.WAttention.zeros(4)
+    for method in ("gd", "ngd", "polyak", "mirror", "spectral"):
+        add("train", "batched", f"shared W on a batched problem, {method}",
+            checked(lambda m=method: A.train(A.WAttention.zeros(4), B, 3, method=m),
+                    lambda h: all(bool(torch.isfinite(t).all()) for t in (h.loss, h.norm, h.max_prob))))
+        for s in (1e200, 1e300):
+            for make in ("W", "KQ"):
+                def start(s=s, make=make):
+                    g = A.set_seed(7)
+                    if make == "W":
+                        return A.WAttention(torch.randn(4, 4, generator=g, dtype=F64) * s)
+                    return A.KQAttention(torch.randn(4, 4, generator=g, dtype=F64) * s,
+                                         torch.randn(4, 4, generator=g, dtype=F64) * s)
+
+                def run(m=method, start=start):
+                    att = start()
+                    h = A.train(att, P, 4, method=m, max_step=1.0 if m == "polyak" else None, p=3.0)
+                    return h, att
+
+                add("train", "extreme", f"{make} x {s:g}, {method}",
+                    checked(run, lambda r: all(bool(torch.isfinite(t).all()) for t in
+                                               (r[0].loss, r[0].norm, r[0].max_prob, *r[1].params))))
+        for value in ("no", None, 1):
+            add("train", "type", f"{method}: stable={value!r}", lambda m=method, v=value: A.train(W, P, 2, method=m, stable=v))
+    for p in (1.0, 1 + 1e-300, -2.0, math.nan, "2"):
+        add("train", "step", f"mirror p={p!r}", lambda q=p: A.train(A.WAttention.zeros(4), P, 2, method="mirror", p=q))
+    for d in ((torch.ones(4, dtype=F64), torch.ones(3, dtype=F64)),
+              (torch.ones(0, dtype=F64), torch.ones(0, dtype=F64))) + tuple((v, torch.ones(4)) for v in BAD_ARRAYS):
+        add("DiagonalAttention", "shape", f"k, q = {str(d)[:40]}", lambda d=d: A.DiagonalAttention(*d))
+    for kw in ({"d": 0}, {"d": 4, "trials": 0}, {"d": 4, "scale": -1.0}, {"d": 4, "dtype": None},
+               {"d": 4, "device": "cuda"}, {"d": "4"}):
+        add("DiagonalAttention", "init", f"init({kw})", lambda kw=kw: A.DiagonalAttention.init(**kw))
+    for v, lam in ((torch.ones(3, 4), 0.1), (torch.ones(4), -1.0), (torch.ones(4), math.nan), ("v", 0.1),
+                   (torch.ones(4), "0.1"), (torch.tensor(1.0), 0.1), (torch.ones(0), 0.1)):
+        add("PenalizedHead", "head", f"PenalizedHead({str(v)[:20]}, {lam!r})",
+            lambda v=v, lam=lam: A.empirical_risk(W, B, A.PenalizedHead(v, lam)))
+    for head in (A.MLPHead(torch.ones(3, 4, 2, dtype=F64)), A.LinearHead(torch.ones(3, 4, dtype=F64)),
+                 A.LinearHead(torch.ones(4, dtype=torch.float32))):
+        add("MLPHead", "head", f"head of trials {type(head).__name__} vs problem of 2",
+            lambda h=head: A.empirical_risk(W, B, h))
+    for value in ("no", None, 1.0):
+        add("predict", "type", f"stable={value!r}", lambda v=value: A.predict(W, P, stable=v))
+        add("empirical_risk", "type", f"stable={value!r}", lambda v=value: A.empirical_risk(W, P, stable=v))
+        add("attention_output", "type", f"stable={value!r}",
+            lambda v=value: A.attention_output(P.X, torch.zeros(2, 3, dtype=F64), stable=v))
+    for value in BAD_ARRAYS:
+        add("attention_output", "type", f"logits={value!r}", lambda v=value: A.attention_output(P.X, v))
+
+    # A6: a6_draw / ngd_relu_head / span_iterates
+    X6, Y6, Z6, V6, W6 = A.a6_draw(2, 3, generator=A.set_seed(8))
+    for kw in ({"dtype": None}, {"dtype": torch.int64}, {"dtype": "float64"}, {"count": 0}, {"d": -1},
+               {"T": 1}, {"n": 2.5}, {"generator": "seed"}):
+        args = dict({"count": 2, "d": 3}, **kw)
+        add("a6_draw", "argument", f"a6_draw({kw})", lambda a=args: A.a6_draw(**a))
+    for s in (1e160, 1e300):
+        add("ngd_relu_head", "extreme", f"X x {s:g}", lambda s=s: A.ngd_relu_head(X6 * s, Y6, Z6, V6, W6, steps=3, every=1))
+        add("ngd_relu_head", "extreme", f"W0 x {s:g}",
+            checked(lambda s=s: A.ngd_relu_head(X6, Y6, Z6, V6, W6 * s, steps=3, every=1),
+                    lambda r: bool(torch.isfinite(r).all())))
+    base6 = A.ngd_relu_head(X6, Y6, Z6, V6, W6, steps=3, every=1)
+    add("ngd_relu_head", "dtype", "X float32, the rest float64",
+        checked(lambda: A.ngd_relu_head(X6.float(), Y6, Z6, V6, W6, steps=3, every=1),
+                lambda r: r.dtype == F64 and _close(r, A.ngd_relu_head(X6.float().double(), Y6, Z6, V6, W6,
+                                                                       steps=3, every=1), 1e-12)))
+    for name in ("X", "Y", "Z", "V", "W0"):
+        for value in BAD_ARRAYS + [torch.ones(1)]:
+            args = dict(X=X6, Y=Y6, Z=Z6, V=V6, W0=W6)
+            args[name] = value
+            add("ngd_relu_head", "non-numeric", f"{name}={str(value)[:20]}", lambda a=args: A.ngd_relu_head(**a, steps=2))
+    for kw in ({"steps": -1}, {"lr": 0.0}, {"eps": math.nan}, {"every": 0}, {"chunk": "1"}):
+        add("ngd_relu_head", "argument", f"{kw}", lambda kw=kw: A.ngd_relu_head(X6, Y6, Z6, V6, W6, **kw))
+    for name in ("beta", "X", "Z", "W0"):
+        for value in BAD_ARRAYS + [torch.ones(2), torch.full((4, 2, 12), math.nan)]:
+            args = dict(beta=base6, X=X6, Z=Z6, W0=W6)
+            args[name] = value
+            add("span_iterates", "non-numeric", f"{name}={str(value)[:20]}", lambda a=args: A.span_iterates(**a))
+    add("span_iterates", "extreme", "beta x 1e300", lambda: A.span_iterates(base6 * 0 + 1e308, X6, Z6, W6))
+
+    # run_outcomes, SVMCache, selections
+    probs_B = torch.full((2, 2, 3), 1 / 3, dtype=F64)
+    for value, kw in ((probs_B * 3, {}), (probs_B, {"norm": "l2"}), (probs_B, {"norm": None}),
+                      (-probs_B, {}), (probs_B, {"saturation": "0.9"}), (probs_B, {"saturation": True}),
+                      (probs_B.long(), {})):
+        add("run_outcomes", "outcomes", f"run_outcomes({kw}) x", lambda v=value, kw=kw: A.run_outcomes(B, v, **kw))
+    for value in BAD_ARRAYS:
+        add("run_outcomes", "non-numeric", f"probabilities={value!r}", lambda v=value: A.run_outcomes(B, v))
+    cache = A.SVMCache()
+    for alpha in BAD_ARRAYS + [[0.5, 1.0], [0, 7], [True, False], [0, 0, 0]]:
+        add("SVMCache", "selection", f"solve(alpha={alpha!r})", lambda a=alpha: cache.solve(P, a))
+    for value in ("l2", None, 2):
+        add("SVMCache", "norm", f"solve(norm={value!r})", lambda v=value: cache.solve(P, P.opt, v))
+        add("SVMCache", "norm", f"stack(norm={value!r})", lambda v=value: cache.stack(B, B.opt, v))
+        add("selection_kind", "norm", f"norm={value!r}", lambda v=value: A.selection_kind(P, P.opt, v))
+        add("classify_selections", "norm", f"norm={value!r}", lambda v=value: A.classify_selections(P, v))
+    for value in (P.X, "P", None):
+        add("SVMCache", "type", f"solve(problem={type(value).__name__})", lambda v=value: cache.solve(v, P.opt))
+    for alpha in BAD_ARRAYS + [[0.5, 1.0], [0, 7]]:
+        add("selection_kind", "selection", f"alpha={alpha!r}", lambda a=alpha: A.selection_kind(P, a))
+
+    # report: claim / within / format_table / proportion_interval
+    for ok in ("no", 1, None, 0.0, torch.tensor([True, False])):
+        add("claim", "type", f"ok={ok!r}", lambda o=ok: A.claim("k", 1.0, o))
+    for key, value, fmt in ((3, 1.0, ".4f"), ("k", None, ".4f"), ("k", [1.0], ".4f"), ("k", 1.0, 4),
+                            ("k", 1.0, "q"), ("a b", 1.0, ".4f"), ("", 1.0, ".4f")):
+        add("claim", "argument", f"claim({key!r}, {value!r}, fmt={fmt!r})", lambda a=(key, value, True, fmt): A.claim(*a))
+    for args in (("1", 1.0, 0.1), (1.0, "1", 0.1), (1.0, 1.0, "0.1"), (1.0, 1.0, -1.0), (1.0, math.nan, 0.1),
+                 (None, 1.0, 0.1), (1.0, 1.0, math.nan)):
+        add("within", "argument", f"within{args!r}", lambda a=args: A.within(*a))
+    for header, rows in (("ab", [[1, 2]]), (["a", "b"], "rows"), (["a", "b"], [[1]]), (None, []), (["a"], ["x"]),
+                         ([], [])):
+        add("format_table", "argument", f"format_table({header!r}, {rows!r})", lambda h=header, r=rows: A.format_table(h, r))
+    add("proportion_interval", "extreme", "(3e299, 1e300)",
+        checked(lambda: A.proportion_interval(3e299, 1e300), lambda r: abs(r[0] - 0.3) < 1e-12 and abs(r[1] - 0.3) < 1e-12))
+    for args in ((1, math.inf), (math.inf, math.inf), (1, 10, -1.0), (1, 10, "1.96"), (1, 10, math.nan)):
+        add("proportion_interval", "count", f"{args!r}", lambda a=args: A.proportion_interval(*a))
+
+    # seeds, devices
+    for seed in (2 ** 64, 2 ** 100, -1, 1.5, "0", None, True):
+        add("set_seed", "seed", f"seed={seed!r}", lambda s=seed: A.set_seed(s))
+    add("set_seed", "extreme", "seed=2**64-1", checked(lambda: A.set_seed(2 ** 64 - 1),
+                                                       lambda g: g.initial_seed() == 2 ** 64 - 1))
+    for device in DEVICES:
+        add("get_device", "device", f"get_device({device!r})", lambda d=device: A.get_device(d))
+        add("random_problem", "device", f"device={device!r}", lambda d=device: A.random_problem(2, 3, 4, device=d))
+        add("Problem", "device", f"to({device!r})", lambda d=device: P.to(d))
+        add("WAttention", "device", f"zeros(device={device!r})", lambda d=device: A.WAttention.zeros(4, device=d))
+        add("KQAttention", "device", f"init(device={device!r})", lambda d=device: A.KQAttention.init(4, device=d))
+        add("DiagonalAttention", "device", f"init(device={device!r})", lambda d=device: A.DiagonalAttention.init(4, device=d))
+        if device in ("cuda", "cuda:99", "mps"):
+            add("get_device", "device", f"torch.device({device!r})", lambda d=device: A.get_device(torch.device(d)))
+
+    # metrics and helpers
+    probs_P = torch.full((2, 3), 1 / 3, dtype=F64)
+    for value in BAD_ARRAYS + [torch.full((2, 3), math.nan), torch.full((2, 3), 2.0)]:
+        for name, fn in (("probability_on", lambda v: A.probability_on(v, P.opt)),
+                         ("probability_off", lambda v: A.probability_off(v, P.opt)),
+                         ("max_probability", lambda v: A.max_probability(v)),
+                         ("selected_tokens", lambda v: A.selected_tokens(v))):
+            add(name, "probabilities", f"{name}({str(value)[:20]})", lambda f=fn, v=value: f(v))
+    for alpha in BAD_ARRAYS + [torch.tensor([0, 5]), torch.tensor([0.5, 1.0]), torch.tensor([0, 0, 0])]:
+        add("probability_on", "selection", f"alpha={str(alpha)[:20]}", lambda a=alpha: A.probability_on(probs_P, a))
+        add("probability_off", "selection", f"alpha={str(alpha)[:20]}", lambda a=alpha: A.probability_off(probs_P, a))
+        add("is_global", "selection", f"alpha={str(alpha)[:20]}", lambda a=alpha: A.is_global(P, a))
+    add("is_global", "type", "problem=tensor", lambda: A.is_global(P.X, P.opt))
+    for a, b, k in (("x", torch.ones(2), 0), (torch.ones(2), None, 0), (torch.ones(2), torch.ones(3), 0),
+                    (torch.ones(2, 2), torch.ones(2, 2), 2), (torch.ones(2), torch.ones(2), -1),
+                    (torch.ones(2), torch.ones(2), "0"), (torch.full((2,), math.nan), torch.ones(2), 0)):
+        add("corr", "argument", f"corr({str(a)[:12]}, {str(b)[:12]}, {k!r})", lambda a=a, b=b, k=k: A.corr(a, b, k))
+    for s in SCALES:
+        add("corr", "extreme", f"x {s:g}", checked(lambda s=s: A.corr(torch.ones(3, dtype=F64) * s, torch.ones(3, dtype=F64)),
+                                                   lambda r: abs(float(r) - 1) < 1e-15))
+        add("numerical_rank", "extreme", f"x {s:g}",
+            checked(lambda s=s: A.numerical_rank(torch.diag(torch.tensor([1.0, 1e-3, 0.0], dtype=F64)) * s),
+                    lambda r: int(r) == 2))
+    for value, tol in (("W", 1e-6), (torch.ones(3), 1e-6), (torch.eye(2), -1.0), (torch.eye(2), "x"),
+                       (torch.full((2, 2), math.nan), 1e-6), (torch.ones(0, 2), 1e-6)):
+        add("numerical_rank", "argument", f"({str(value)[:15]}, {tol!r})", lambda v=value, t=tol: A.numerical_rank(v, t))
+    for grad, k, eps in (("g", 2, 0.0), (torch.ones(2, 2), 3, 0.0), (torch.ones(2, 2), 0, 0.0),
+                         (torch.ones(2, 2), 2, -1.0), (torch.full((2, 2), math.nan), 2, 0.0), (torch.ones(2, 2), "2", 0.0)):
+        add("block_normalize", "argument", f"({str(grad)[:12]}, {k!r}, {eps!r})",
+            lambda g=grad, k=k, e=eps: A.block_normalize(g, k, e))
+    add("block_normalize", "extreme", "grad x 1e-300",
+        checked(lambda: A.block_normalize(torch.ones(2, 2, dtype=F64) * 1e-300, 2),
+                lambda r: _close(r, torch.full((2, 2), 0.5, dtype=F64), 1e-15)))
+    # probe_solution_set
+    D = torch.eye(4, dtype=F64)
+    probe = A.probe_solution_set(P.X, P.Z, P.opt, "spectral", D)
+    for s in (2.0 ** 300, 1e-200):
+        add("probe_solution_set", "extreme", f"X x {s:g}",
+            checked(lambda s=s: A.probe_solution_set(P.X * s, P.Z, P.opt, "spectral", D),
+                    lambda r, s=s: abs(r.optimum * s / probe.optimum - 1) <= 1e-6))
+    for value in BAD_ARRAYS + [torch.zeros(4, 4), torch.ones(3, 3), torch.full((4, 4), math.nan)]:
+        add("probe_solution_set", "non-numeric", f"direction={str(value)[:30]}",
+            lambda v=value: A.probe_solution_set(P.X, P.Z, P.opt, "spectral", v))
+    for norm in ("fro", 0.5, None, math.nan):
+        add("probe_solution_set", "norm", f"norm={norm!r}",
+            lambda q=norm: A.probe_solution_set(P.X, P.Z, P.opt, q, D))
+    history = A.train(A.WAttention.zeros(4), P, 4)
+    for tol in (0.0, -1.0, math.nan, "x"):
+        add("History", "tolerance", f"unsettled({tol!r})", lambda t=tol: history.unsettled(t))
+    return cases
+
+
 ENTRY_POINTS = {
     "Problem": problem_cases,
     "random_problem / figure_problem": generator_cases,
@@ -400,7 +730,7 @@ ENTRY_POINTS = {
 def all_cases(seed: int = 0) -> list[tuple[str, str, str, Callable]]:
     rng = random.Random(seed)
     return [(entry, kind, what, thunk) for entry, make in ENTRY_POINTS.items()
-            for kind, what, thunk in make(rng)]
+            for kind, what, thunk in make(rng)] + newer_cases(rng)
 
 
 if __name__ == "__main__":
@@ -411,11 +741,11 @@ if __name__ == "__main__":
     for entry, kind, what, thunk in all_cases():
         result = outcome(thunk)
         table[(entry, kind, result)] += 1
-        if result != "clear":
+        if result not in ("clear", "correct"):
             bad.append(f"{result:8s} {entry}: {what}")
     totals = Counter(r for (_, _, r), c in table.items() for _ in range(c))
     print(f"{sum(table.values())} cases: {dict(totals)}")
     for (entry, kind, result), count in sorted(table.items()):
-        if result != "clear":
+        if result not in ("clear", "correct"):
             print(f"  {entry:32s} {kind:22s} {result:8s} {count}")
     print("\n".join(bad))

@@ -62,6 +62,8 @@ def _build_minimal_book(root: Path, builder: str = "html") -> Path:
         "format: jb-book\nroot: book/page\nchapters:\n  - file: book/other\n"
     )
     shutil.copytree(ROOT / "book" / "_ext", root / "book" / "_ext")
+    (root / "tools").mkdir()
+    shutil.copy(ROOT / "tools" / "notebook_cache.py", root / "tools")    # used by _ext/reexecute
     shutil.copytree(ROOT / "book" / "_static", root / "book" / "_static")
     shutil.copy(ROOT / "book" / "references.bib", root / "book" / "references.bib")
     (root / "book" / "page.md").write_text(PAGE)
@@ -139,11 +141,14 @@ def test_one_page_book_renders_and_links_its_files(tmp_path):
     assert 'href="#ex-probe"' in text
 
 
-def test_status_page_and_scale_change_are_reexecuted(monkeypatch):
-    """book/_ext/reexecute.py: which unchanged pages an incremental build re-reads (re-executes)."""
+def test_status_page_and_scale_change_are_reexecuted(monkeypatch, tmp_path):
+    """book/_ext/reexecute.py: which unchanged pages an incremental build re-reads, and the
+    execution cache emptied when the fingerprint (library, requirements, scale) changes."""
     spec = importlib.util.spec_from_file_location("reexecute", ROOT / "book" / "_ext" / "reexecute.py")
     reexecute = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reexecute)
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(reexecute.notebook_cache, "CACHE", cache)   # never the book's own cache
     notebook = {"kernelspec": {"name": "python3"}}
     env = SimpleNamespace(found_docs={"book/intro", "book/ch01", "book/status"},
                           metadata={"book/intro": {}, "book/ch01": notebook, "book/status": notebook})
@@ -156,10 +161,18 @@ def test_status_page_and_scale_change_are_reexecuted(monkeypatch):
     assert outdated() == ["book/status"]                 # first build: everything is read anyway
     assert outdated() == ["book/status"]                 # the status page, on every build
     assert outdated(changed={"book/status"}) == []       # already re-read
+    (cache / "marker").write_text("an executed notebook")
     monkeypatch.setenv("ATTNSVM_SCALE", "quick")
     assert outdated() == ["book/ch01", "book/status"]    # the scale changed: every notebook
+    assert not (cache / "marker").exists()               # ... and the cache was emptied
     assert outdated() == ["book/status"]
     monkeypatch.setenv("ATTNSVM_SCALE", " Paper ")
     assert outdated() == ["book/ch01", "book/status"]
     monkeypatch.delenv("ATTNSVM_SCALE")
     assert outdated() == ["book/status"]                 # unset is paper
+    (cache / "marker").write_text("an executed notebook")
+    real = reexecute.notebook_cache.fingerprint
+    monkeypatch.setattr(reexecute.notebook_cache, "fingerprint",
+                        lambda: {**real(), "library": "changed"})
+    assert outdated() == ["book/ch01", "book/status"]    # the library changed: every notebook
+    assert not (cache / "marker").exists()

@@ -212,3 +212,169 @@ def test_kq_path_small_margins_reaches_nuclear_svm(hard, index):
     assert (path.loss <= path.reference_loss).all()
     assert 1 - float(A.corr(path.iterates[-1], nuc.W)) < 1e-4
     assert torch.equal(path.converged, path.tangential <= 1e-3)
+
+
+# --- provenance and random restarts (issue 18, item 4) -------------------------------------------
+
+@pytest.fixture(scope="module")
+def basins():
+    """n=3, T=3, d=2 (seed 1): opt = (1, 0, 1); (2, 0, 1) and (2, 2, 0) are locally optimal
+    selections (wrong basins). Returns the problem and the three SVM directions."""
+    P = A.random_problem(3, 3, 2, generator=A.set_seed(1))
+    assert P.opt.tolist() == [1, 0, 1]
+    svm = {a: A.att_svm(P.X, P.Z, torch.tensor(a)) for a in ((1, 0, 1), (2, 0, 1), (2, 2, 0))}
+    for a in ((2, 0, 1), (2, 2, 0)):
+        assert bool(A.is_locally_optimal(P, torch.tensor(a), svm[a]).all())
+    return P, svm
+
+
+def test_path_records_which_start_won(a1):
+    """Every radius records its winning start (codes 0-2 without restarts), per trial."""
+    problem, fro, _ = a1
+    starts = torch.randn(3, 2, 2, generator=A.set_seed(3), dtype=F64)
+    path = A.regularization_path(A.WAttention(starts), A.Problem.stack([problem] * 3), RADII[:4],
+                                 steps=50, reference=fro.W.expand(3, 2, 2), warn=False)
+    assert path.start.shape == (4, 3) and path.start.dtype == torch.long
+    assert set(path.start.unique().tolist()) <= {0, 1, 2}
+    assert path.restarts == 0 and path.restart_loss is None and path.restart_corr is None
+    assert A.PathResult.START_NAMES == ("rescaled", "previous", "reference", "restart")
+    total = sum(path.won(k).long() for k in A.PathResult.START_NAMES)
+    assert bool((total == 1).all())                                 # exactly one kind per entry
+    assert torch.equal(path.won("reference"), path.start == 2)
+    free = A.regularization_path(A.WAttention(starts[0]), problem, RADII[:3], steps=20, warn=False)
+    assert free.start.shape == (3,) and not bool(free.won("reference").any())
+    assert str(free.provenance()).startswith("best of up to 2 starts per radius")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        path.won("random")
+
+
+def test_reference_in_a_wrong_basin_wins_and_the_provenance_says_so(basins):
+    """The issue's trap: given a locally optimal but wrong direction as reference, the path ends
+    on it (corr 1 - 1e-6) and `converged` holds at every radius (a certified stationary point),
+    so a check 'the path ends near the reference' passes. The provenance shows that the
+    reference start won at every radius; random restarts find a lower loss elsewhere."""
+    P, svm = basins
+    wrong, bad, opt = svm[2, 0, 1].W, svm[2, 2, 0].W, svm[1, 0, 1].W
+    radii = torch.tensor([1.0, 3.0, 10.0, 30.0], dtype=F64) * svm[2, 0, 1].objective
+    start = 0.5 * bad / bad.norm()
+    guided = A.regularization_path(A.WAttention(start), P, radii, steps=60, reference=wrong)
+    assert guided.all_converged
+    assert 1 - float(A.corr(guided.iterates[-1], wrong)) < 1e-6
+    assert float(A.corr(guided.iterates[-1], opt)) < 0                 # not the global direction
+    assert bool(guided.won("reference").all())
+    summary = guided.provenance()
+    assert summary.radii_won("reference") == radii.tolist() and summary.trials_won("reference") == (1, 1)
+    assert "the reference won at radii" in str(summary)
+    best = A.regularization_path(A.WAttention(start), P, radii, steps=60, reference=wrong,
+                                 restarts=4, seed=0, warn=False)
+    assert not bool(best.won("reference")[-1]) and bool(best.won("restart").any())
+    assert float(best.loss[-1]) < float(guided.loss[-1])
+    assert float(A.corr(best.iterates[-1], opt)) > 0.99
+    assert "random restarts won at radii" in str(best.provenance())
+
+
+def test_restarts_are_reproducible_under_a_seed(basins):
+    P, svm = basins
+    radii = torch.tensor([2.0, 6.0, 20.0], dtype=F64)
+    start = 0.1 * torch.randn(2, 2, 2, generator=A.set_seed(4), dtype=F64)
+    stacked = A.Problem.stack([P, P])
+
+    def run(threads=None, **kw):
+        before = torch.get_num_threads()
+        try:
+            if threads:
+                torch.set_num_threads(threads)
+            return A.regularization_path(A.WAttention(start), stacked, radii, steps=30, restarts=3,
+                                         warn=False, **kw)
+        finally:
+            torch.set_num_threads(before)
+
+    a, b, c = run(seed=7), run(seed=7, threads=2), run(generator=A.set_seed(7), threads=1)
+    for other in (b, c):
+        for field in ("iterates", "loss", "tangential", "start", "restart_loss", "restart_corr"):
+            assert torch.equal(getattr(a, field), getattr(other, field)), field
+    assert a.restart_corr.shape == (3, 3, 2) and a.restart_loss.shape == (3, 3, 2)
+    assert int(a.start.max()) <= 2 + 3
+    # the winner's own record: where a restart won, its end point is the returned one
+    won = a.start >= 3
+    for r, t in won.nonzero().tolist():
+        j = int(a.start[r, t]) - 3
+        assert abs(float(a.restart_corr[r, j, t]) - 1) < 1e-12
+        assert float(a.restart_loss[r, j, t]) == float(a.loss[r, t])
+    same = a.provenance(corr_tol=1e-3).same_basin
+    assert same.shape == (3, 2) and bool((same >= won.long()).all())
+    d = run(seed=8)
+    assert not torch.equal(a.restart_corr, d.restart_corr)        # another seed, other starts
+
+
+def test_restarts_zero_is_the_old_path():
+    """restarts=0 (the default) computes exactly what the path computed before restarts existed
+    (values recorded from that version, W and (K, Q))."""
+    g = A.set_seed(11)
+    P = A.random_problem(5, 4, 3, trials=2, generator=g)
+    W0 = 1e-2 * torch.randn(2, 3, 3, generator=g, dtype=F64)
+    ref = torch.randn(2, 3, 3, generator=g, dtype=F64)
+    old_loss = [[0.7595629220273551, 0.5772564508785815], [0.5684606221156869, 0.42739463590321636],
+                [0.5173785144978246, 0.39371412327208677]]
+    old_last = [1.2167499072381616, 0.10344692542237639, -0.3134677276644158]
+    for kw in ({}, {"restarts": 0}, {"restarts": 0, "seed": 3}):
+        r = A.regularization_path(A.WAttention(W0), P, [1.0, 5.0, 25.0], steps=40, reference=ref,
+                                  warn=False, **kw)
+        assert torch.allclose(r.loss, torch.tensor(old_loss, dtype=F64), rtol=1e-12, atol=0)
+        assert torch.allclose(r.iterates[-1, 0, 0], torch.tensor(old_last, dtype=F64), rtol=1e-10)
+    kq = A.KQAttention.init(3, trials=2, generator=A.set_seed(3))
+    r2 = A.regularization_path(kq, P, [5.0, 25.0], steps=40, restarts=0, warn=False)
+    assert torch.allclose(r2.loss, torch.tensor([[0.5810463861473464, 0.45222560011273005],
+                                                 [0.5176224159439373, 0.39476815583002056]],
+                                                dtype=F64), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["KQ", "p"])
+def test_restarts_other_parameterizations(a1, kind):
+    """(K, Q) and p paths take restarts too: at the first radius the best of the starts is no
+    worse than the path without them."""
+    problem, _, _ = a1
+    if kind == "KQ":
+        make = lambda: A.KQAttention.init(2, generator=A.set_seed(1))        # noqa: E731
+    else:
+        make = lambda: A.PromptAttention(torch.tensor([0.1, -0.2], dtype=F64))   # noqa: E731
+    plain = A.regularization_path(make(), problem, [50.0, 100.0], steps=30, warn=False)
+    more = A.regularization_path(make(), problem, [50.0, 100.0], steps=30, warn=False, restarts=2,
+                                 seed=0)
+    assert float(more.loss[0]) <= float(plain.loss[0]) * (1 + 1e-12)
+    assert more.restart_corr.shape == (2, 2) and more.start.shape == (2,)
+    assert "2 random restarts" in str(more.provenance())
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "2", None, 10 ** 6, float("nan")])
+def test_bad_restarts_are_value_errors(a1, bad):
+    problem, _, _ = a1
+    with pytest.raises(ValueError, match="restarts must be an integer"):
+        A.regularization_path(A.WAttention(torch.eye(2, dtype=F64)), problem, [1.0], restarts=bad)
+
+
+def test_bad_restart_seed_and_generator(a1):
+    problem, _, _ = a1
+    W = A.WAttention(torch.eye(2, dtype=F64))
+    with pytest.raises(ValueError, match="not both"):
+        A.regularization_path(W, problem, [1.0], restarts=1, seed=1, generator=A.set_seed(1))
+    for seed in (-1, 2 ** 64, 1.5, "1"):
+        with pytest.raises(ValueError, match="seed must be an integer"):
+            A.regularization_path(W, problem, [1.0], restarts=1, seed=seed)
+    with pytest.raises(TypeError, match="generator must be a torch.Generator"):
+        A.regularization_path(W, problem, [1.0], restarts=1, generator=3)
+    with pytest.raises(ValueError, match="corr_tol"):
+        A.regularization_path(W, problem, [1.0], steps=1, warn=False).provenance(corr_tol=-1)
+
+
+def test_path_trials_shapes(a1):
+    """Batched parameters on a problem without trials: the problem is shared (same result as
+    stacking it); one shared parameter on a batched problem is refused with a ValueError."""
+    problem, _, _ = a1
+    starts = torch.randn(2, 2, 2, generator=A.set_seed(3), dtype=F64)
+    shared = A.regularization_path(A.WAttention(starts), problem, RADII[:2], steps=10, warn=False)
+    stacked = A.regularization_path(A.WAttention(starts), A.Problem.stack([problem] * 2), RADII[:2],
+                                    steps=10, warn=False)
+    assert torch.allclose(shared.iterates, stacked.iterates, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="one set of parameters per trial"):
+        A.regularization_path(A.WAttention(starts[0]), A.Problem.stack([problem] * 2), [1.0])

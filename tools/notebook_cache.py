@@ -44,19 +44,21 @@ def fingerprint() -> dict[str, str]:
     for path in sorted((ROOT / "lib" / "attnsvm").rglob("*.py")):
         digest.update(str(path.relative_to(ROOT)).encode())
         digest.update(path.read_bytes())
-    requirements = hashlib.sha256((ROOT / "requirements.txt").read_bytes()).hexdigest()
+    pins = ROOT / "requirements.txt"
+    requirements = hashlib.sha256(pins.read_bytes() if pins.exists() else b"").hexdigest()
     env = {name: os.environ.get(name, "").strip().lower() for name in ENVIRONMENT}
     env["ATTNSVM_SCALE"] = env["ATTNSVM_SCALE"] or "paper"
     return {"library": digest.hexdigest(), "requirements": requirements, **env}
 
 
 @contextlib.contextmanager
-def locked_cache(path: Path = CACHE, clear_stale: bool = True) -> Iterator["object"]:
+def locked_cache(path: Path | None = None, clear_stale: bool = True) -> Iterator["object"]:
     """The jupyter-cache at ``path``, held under an exclusive file lock (two test workers never
     write it at once). A cache filled under another fingerprint is emptied first, or, with
     ``clear_stale=False`` (readers), yielded as None."""
     from jupyter_cache import get_cache
 
+    path = CACHE if path is None else path
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / ".jupyter_cache.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

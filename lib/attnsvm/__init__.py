@@ -21,6 +21,7 @@ from .path import PathResult, PathWarning, regularization_path
 from .reluhead import a6_draw, ngd_relu_head, span_iterates
 from .report import claim, format_table, proportion_interval, within
 from .scale import at_scale, scale
+from .solution_set import SolutionSetProbe, probe_solution_set
 from .selections import KINDS, OUTCOMES, SVMCache, classify_selections, run_outcomes, selection_kind, svm_stack
 from .svm import IllConditionedError, InfeasibleError, SVMResult, att_svm, is_locally_optimal, p_svm
 from .train import History, TrainingError, block_normalize, train
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Problem", "figure_problem", "random_problem", "constraint_features", "kkt_multipliers", "excess_risk", "optimal_risk",
     "GenSVMResult", "finite_part", "gen_svm", "selected_sets", "svm_eq_fit", "relaxed_p_svm", "v_svm",
-    "matrix_norm", "norm_svm", "a6_draw", "ngd_relu_head", "span_iterates",
+    "matrix_norm", "norm_svm", "SolutionSetProbe", "probe_solution_set", "a6_draw", "ngd_relu_head", "span_iterates",
     "corr", "is_global", "max_probability", "numerical_rank", "probability_off", "probability_on",
     "selected_tokens",
     "LOSSES", "Attention", "DiagonalAttention", "KQAttention", "LinearHead", "MLPHead", "PenalizedHead", "PromptAttention",

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from .svm import IllConditionedError, InfeasibleError, _min_norm_point, _numpy, _scaled_norm
-from .utils import check_positive
+from .utils import as_array, as_mask, as_tensor, check_positive, exact_scale
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def selected_sets(probabilities, keep: float = KEEP, masked: float = MASKED, mas
     attention, ``Problem.mask``), tokens a query may not see count neither as masked by training
     nor as ambiguous.
     """
-    s = torch.as_tensor(probabilities)
+    s = as_array(probabilities, "probabilities")
     if s.ndim < 2 or not s.is_floating_point():
         raise ValueError(f"probabilities must be a float tensor (..., n, T), got "
                          f"{s.dtype} {tuple(s.shape)}")
@@ -79,9 +79,7 @@ def selected_sets(probabilities, keep: float = KEEP, masked: float = MASKED, mas
         raise ValueError(f"need masked < keep, got masked={masked} and keep={keep}")
     visible = torch.ones_like(s, dtype=torch.bool)
     if mask is not None:
-        mask = torch.as_tensor(mask)
-        if mask.dtype != torch.bool:
-            raise TypeError(f"mask must be a boolean tensor, got {mask.dtype}")
+        mask = as_mask(mask, "mask")
         try:
             visible = torch.broadcast_to(mask.to(s.device), s.shape)
         except RuntimeError:
@@ -97,11 +95,7 @@ def _visible(mask, n: int, T: int) -> np.ndarray:
     """The tokens each query may see, ``(n, T)`` boolean (all without a mask)."""
     if mask is None:
         return np.ones((n, T), dtype=bool)
-    mask = torch.as_tensor(mask)
-    if mask.dtype != torch.bool or tuple(mask.shape) != (n, T):
-        raise ValueError(f"mask must be a boolean tensor of shape (n, T) = {(n, T)}, got "
-                         f"{mask.dtype} {tuple(mask.shape)}")
-    return mask.cpu().numpy()
+    return as_mask(mask, "mask", (n, T), "(n, T): True = the query may see the token").cpu().numpy()
 
 
 def _sets(selected, n: int, T: int, visible: np.ndarray | None = None) -> np.ndarray:
@@ -110,7 +104,7 @@ def _sets(selected, n: int, T: int, visible: np.ndarray | None = None) -> np.nda
     if not isinstance(selected, (torch.Tensor, np.ndarray, list, tuple)):
         raise TypeError(f"selected must be a boolean mask of shape (n, T) = {(n, T)}, got "
                         f"{type(selected).__name__}")
-    mask = torch.as_tensor(selected)
+    mask = as_array(selected, "selected")
     if mask.dtype != torch.bool:
         raise TypeError(f"selected must be a boolean mask of shape (n, T) = {(n, T)} "
                         f"(True = token kept), got dtype {mask.dtype}")
@@ -177,7 +171,8 @@ def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None) -> GenSVMResul
     n, T, d = X.shape
     visible = _visible(mask, n, T)
     sets = _sets(selected, n, T, visible if mask is not None else None)
-    E, A, where = _rows(X, Z, sets, visible)
+    sx, sz = exact_scale(X), exact_scale(Z)          # exact powers of two: same digits
+    E, A, where = _rows(X * sx, Z * sz, sets, visible)
     if not A.size:
         raise ValueError("no margin constraint: every example keeps all the tokens it sees, so "
                          "Gen-SVM has no direction (only equalities)")
@@ -192,6 +187,7 @@ def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None) -> GenSVMResul
     margins = np.full((n, T), np.inf)
     for (i, t), value in zip(where, A @ W.ravel()):
         margins[i, t] = value
+    W = _unscale(W, sx * sz, "Gen-SVM direction")
     return GenSVMResult(W=torch.from_numpy(W), objective=_scaled_norm(W),
                         margins=torch.from_numpy(margins),
                         support=torch.from_numpy(margins <= 1 + support_tol),
@@ -249,7 +245,8 @@ def finite_part(X, Z, selected, probabilities, tol: float = 1e-8, mask=None) -> 
     if not (s[mask] > 0).all():
         raise ValueError("every selected token needs a positive probability (log-ratios of the "
                          "finite part); a token with probability 0 is not selected")
-    E, _, _ = _rows(X, Z, mask)
+    sx, sz = exact_scale(X), exact_scale(Z)          # exact powers of two: same digits
+    E, _, _ = _rows(X * sx, Z * sz, mask)
     if not E.size:                    # every set has one token: no equality, W_fin = 0
         return torch.zeros(d, d, dtype=torch.float64)
     targets = []
@@ -263,25 +260,49 @@ def finite_part(X, Z, selected, probabilities, tol: float = 1e-8, mask=None) -> 
     if residual > tol * max(1.0, np.abs(targets).max()):
         raise InfeasibleError(f"no W has these logit ratios inside the sets (residual "
                               f"{residual:.2e}): the selected tokens' equalities are inconsistent")
-    return torch.from_numpy(solution.reshape(d, d))
+    return torch.from_numpy(_unscale(solution.reshape(d, d), sx * sz, "finite part"))
+
+
+def _unscale(W: np.ndarray, factor: float, what: str) -> np.ndarray:
+    """``W * factor``: the solution for the data before :func:`exact_scale`; refuses overflow."""
+    out = W * factor
+    if not np.isfinite(out).all():
+        raise IllConditionedError(f"the {what} overflows float64: the tokens and queries are so "
+                                  "small (~1e-300) that W must be ~1e300 or more; rescale X or Z")
+    return out
 
 
 def svm_eq_fit(W, W_fin, W_dir) -> tuple[float, torch.Tensor]:
     """The authors' SVM-eq prediction for an iterate ``W``: ``C`` minimising
     ``||W - W_fin - C W_dir||_F`` (least squares) and ``W_fin + C W_dir``. Batched over leading
     dimensions of ``W`` (then ``C`` is a tensor)."""
-    W = torch.as_tensor(W, dtype=torch.float64)
-    W_fin = torch.as_tensor(W_fin, dtype=torch.float64)
-    W_dir = torch.as_tensor(W_dir, dtype=torch.float64)
-    if W.shape[-2:] != W_fin.shape[-2:] or W_fin.shape[-2:] != W_dir.shape[-2:]:
-        raise ValueError(f"W, W_fin and W_dir must share their last two dimensions, got "
-                         f"{tuple(W.shape)}, {tuple(W_fin.shape)}, {tuple(W_dir.shape)}")
-    for name, value in (("W", W), ("W_fin", W_fin), ("W_dir", W_dir)):
-        if not bool(torch.isfinite(value).all()):
-            raise ValueError(f"{name} contains NaN or inf")
-    squared = (W_dir * W_dir).sum((-2, -1))
+    W, W_fin, W_dir = (as_tensor(value, name, dtype=torch.float64)
+                       for name, value in (("W", W), ("W_fin", W_fin), ("W_dir", W_dir)))
+    if W.ndim < 2 or W.shape[-2:] != W_fin.shape[-2:] or W_fin.shape[-2:] != W_dir.shape[-2:]:
+        raise ValueError(f"W, W_fin and W_dir must be matrices sharing their last two dimensions, "
+                         f"got {tuple(W.shape)}, {tuple(W_fin.shape)}, {tuple(W_dir.shape)}")
+    try:
+        torch.broadcast_shapes(W.shape, W_fin.shape, W_dir.shape)
+    except RuntimeError:
+        raise ValueError(f"the leading (batch) dimensions of W {tuple(W.shape)}, W_fin "
+                         f"{tuple(W_fin.shape)} and W_dir {tuple(W_dir.shape)} do not broadcast") from None
+    # Powers of two (exact) keep squares and differences of 1e300 entries in range.
+    s_dir = _pow2(W_dir.abs().amax((-2, -1)))[..., None, None]
+    s_res = _pow2(torch.maximum(W.abs().amax((-2, -1)), W_fin.abs().amax((-2, -1))))[..., None, None]
+    D = W_dir * s_dir
+    squared = (D * D).sum((-2, -1))
     if not bool((squared > 0).all()):
         raise ValueError("W_dir must be a nonzero direction (a Gen-SVM solution)")
-    C = ((W - W_fin) * W_dir).sum((-2, -1)) / squared
+    R = W * s_res - W_fin * s_res
+    C = (R * D).sum((-2, -1)) / squared * (s_dir / s_res)[..., 0, 0]
     prediction = W_fin + C[..., None, None] * W_dir
+    if not (bool(torch.isfinite(C).all()) and bool(torch.isfinite(prediction).all())):
+        raise ValueError("the fitted C W_dir overflows float64: W is ~1e308 times W_dir; rescale "
+                         "W_dir (the fit is linear in it)")
     return (float(C) if C.ndim == 0 else C), prediction
+
+
+def _pow2(top: torch.Tensor) -> torch.Tensor:
+    """Per entry, a power of two bringing ``top`` (> 0) into [0.5, 1) (1 where ``top`` is 0)."""
+    exponent = torch.frexp(torch.where(top > 0, top, torch.ones_like(top))).exponent
+    return torch.where(top > 0, torch.pow(2.0, -exponent.to(torch.float64)), torch.ones_like(top))

@@ -20,7 +20,7 @@ import torch
 
 from .svm import (InfeasibleError, SVMResult, _min_norm_point, _numpy, _result,
                   _selection, token_differences)
-from .utils import check_positive
+from .utils import as_array, check_positive
 
 
 def least_distance(G: np.ndarray, h: np.ndarray) -> np.ndarray | None:
@@ -70,10 +70,11 @@ def relaxed_p_svm(keys, alpha, supported, support_tol: float = 1e-5) -> SVMResul
         raise ValueError(f"keys must have shape (n, T, d), got {K.shape}")
     n, T, d = K.shape
     alpha = _selection(alpha, n, T)
-    S = torch.as_tensor(supported)
+    S = as_array(supported, "supported").cpu()
     if S.dtype != torch.bool or tuple(S.shape) != (n,):
-        raise ValueError(f"supported must be a boolean mask of shape (n,) = ({n},), got "
-                         f"{S.dtype} {tuple(S.shape)}")
+        raise ValueError(f"supported must be a boolean mask of shape (n,) = ({n},) (True = the "
+                         f"example's selected token is a v-SVM support vector), got {S.dtype} "
+                         f"{tuple(S.shape)}")
     diffs = token_differences(K, alpha)                          # (n, T - 1, d)
     h = np.repeat(S.numpy().astype(float), T - 1)
     p = least_distance(diffs.reshape(-1, d), h)

@@ -7,6 +7,31 @@ from __future__ import annotations
 import torch
 
 from .data import Problem
+from .utils import as_array, as_tensor, check_count, check_positive
+
+
+def _probabilities(probabilities, name: str = "probabilities") -> torch.Tensor:
+    """Finite softmax outputs ``(*B, n, T)`` with entries in ``[0, 1]``."""
+    p = as_tensor(probabilities, name, dtype=None)
+    if p.ndim < 1 or not p.numel():
+        raise ValueError(f"{name} must have shape (..., T) with T >= 1, got {tuple(p.shape)}")
+    if bool((p < 0).any()) or bool((p > 1).any()):
+        raise ValueError(f"{name} must be softmax outputs in [0, 1]")
+    return p
+
+
+def _indices(alpha, shape: tuple[int, ...], T: int, device) -> torch.Tensor:
+    alpha = as_array(alpha, "alpha")
+    if alpha.is_floating_point() or alpha.dtype == torch.bool:
+        raise TypeError(f"alpha must hold integer token indices, got {alpha.dtype}")
+    try:
+        alpha = torch.broadcast_to(alpha.to(device), shape)
+    except RuntimeError:
+        raise ValueError(f"alpha {tuple(alpha.shape)} does not fit the probabilities' (*B, n) = "
+                         f"{shape}") from None
+    if alpha.numel() and (bool((alpha < 0).any()) or bool((alpha >= T).any())):
+        raise ValueError(f"alpha must hold token indices in [0, {T - 1}]")
+    return alpha
 
 
 def corr(A, B, batch_dims: int = 0) -> torch.Tensor:
@@ -16,7 +41,20 @@ def corr(A, B, batch_dims: int = 0) -> torch.Tensor:
     ``W (B, d, d)`` and ``W_mm (B, d, d)`` gives ``B`` correlations. Inputs are broadcast.
     A zero array has no direction: its correlation is NaN.
     """
-    A, B = torch.as_tensor(A), torch.as_tensor(B)
+    A, B = as_tensor(A, "A", dtype=None), as_tensor(B, "B", dtype=None)
+    batch_dims = check_count(batch_dims, "batch_dims")
+    try:
+        shape = torch.broadcast_shapes(A.shape, B.shape)
+    except RuntimeError:
+        raise ValueError(f"A {tuple(A.shape)} and B {tuple(B.shape)} do not broadcast") from None
+    if batch_dims > len(shape) - 1 and len(shape):
+        raise ValueError(f"batch_dims={batch_dims} leaves nothing to correlate in arrays of shape "
+                         f"{tuple(shape)}")
+    return correlation(A, B, batch_dims)
+
+
+def correlation(A: torch.Tensor, B: torch.Tensor, batch_dims: int = 0) -> torch.Tensor:
+    """:func:`corr` on tensors already checked (the training loop's version)."""
     dtype = torch.promote_types(A.dtype, B.dtype)
     if not dtype.is_floating_point:
         dtype = torch.float64
@@ -39,7 +77,13 @@ def numerical_rank(W, rtol: float = 1e-6) -> torch.Tensor:
     A relative tolerance is what makes ranks of SVM solutions comparable across scales (THEORY.md
     section 5, pitfall 4: an absolute 1e-7 threshold reads solver residue as rank).
     """
-    W = torch.as_tensor(W)
+    W = as_tensor(W, "W", dtype=None)
+    rtol = check_positive(rtol, "rtol", upper=1.0)
+    if W.ndim < 2 or not W.numel():
+        raise ValueError(f"W must be a matrix (..., d, k) with d, k >= 1, got {tuple(W.shape)}")
+    top = W.abs().amax((-2, -1), keepdim=True)
+    extreme = (top > 0) & ((top < 2.0 ** -30) | (top > 2.0 ** 30))     # exact power-of-two rescale
+    W = W * torch.where(extreme, torch.pow(2.0, -torch.frexp(top).exponent.to(W.dtype)), torch.ones_like(top))
     sigma = torch.linalg.svdvals(W.to(torch.float64))
     top = sigma[..., :1]
     return (sigma > rtol * top).sum(-1) * (top[..., 0] > 0)
@@ -47,16 +91,27 @@ def numerical_rank(W, rtol: float = 1e-6) -> torch.Tensor:
 
 def max_probability(probabilities: torch.Tensor) -> torch.Tensor:
     """Average over examples of the largest softmax probability, shape ``(*B,)``: 1 = hard selection."""
+    probabilities = _probabilities(probabilities)
+    if probabilities.ndim < 2:
+        raise ValueError(f"probabilities must have shape (*B, n, T), got {tuple(probabilities.shape)}")
+    return mean_top(probabilities)
+
+
+def mean_top(probabilities: torch.Tensor) -> torch.Tensor:
+    """:func:`max_probability` on a tensor already checked (the training loop's version)."""
     return probabilities.max(dim=-1).values.mean(dim=-1)
 
 
 def selected_tokens(probabilities: torch.Tensor) -> torch.Tensor:
     """The token each example attends to most, shape ``(*B, n)`` (the selection ``alpha`` GD found)."""
+    probabilities = _probabilities(probabilities)
     return probabilities.argmax(dim=-1)
 
 
 def probability_on(probabilities: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     """Softmax mass on the tokens ``alpha`` (e.g. ``opt``), shape ``(*B, n)``."""
+    probabilities = _probabilities(probabilities)
+    alpha = _indices(alpha, tuple(probabilities.shape[:-1]), probabilities.shape[-1], probabilities.device)
     return torch.take_along_dim(probabilities, alpha.unsqueeze(-1), dim=-1).squeeze(-1)
 
 
@@ -65,11 +120,22 @@ def probability_off(probabilities: torch.Tensor, alpha: torch.Tensor) -> torch.T
 
     It sums the small probabilities themselves, so it stays accurate where ``1 - s_alpha`` has
     cancelled to 0 (a saturated softmax; see the book's numerics appendix)."""
-    alpha = torch.as_tensor(alpha, device=probabilities.device)
+    probabilities = _probabilities(probabilities)
+    alpha = _indices(alpha, tuple(probabilities.shape[:-1]), probabilities.shape[-1], probabilities.device)
     others = torch.arange(probabilities.shape[-1], device=probabilities.device) != alpha.unsqueeze(-1)
     return (probabilities * others).sum(-1)
 
 
 def is_global(problem: Problem, alpha: torch.Tensor) -> torch.Tensor:
     """Whether the selection ``alpha`` picks the optimal token in every example, shape ``(*B,)``."""
-    return (alpha == problem.opt).all(dim=-1)
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
+    opt = problem.opt
+    raw = as_array(alpha, "alpha")
+    try:
+        shape = tuple(torch.broadcast_shapes(raw.shape, opt.shape))
+    except RuntimeError:
+        raise ValueError(f"alpha {tuple(raw.shape)} does not fit the problem's (*B, n) = "
+                         f"{tuple(opt.shape)}") from None
+    alpha = _indices(raw, shape, problem.T, opt.device)
+    return (alpha == opt).all(dim=-1)

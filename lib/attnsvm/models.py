@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 
 from .data import Problem
-from .utils import (DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_generator,
+from .utils import (DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_flag, check_generator,
                     check_nonempty, check_positive, get_device)
 
 
@@ -195,6 +195,12 @@ def attention_output(X: torch.Tensor, logits: torch.Tensor, stable: bool = True)
 
     ``stable=False`` is the textbook formula, kept to show what it does once the softmax saturates.
     """
+    stable = check_flag(stable, "stable")
+    if not isinstance(X, torch.Tensor) or not isinstance(logits, torch.Tensor):
+        raise TypeError("X and logits must be tensors (X (*B, n, T, d), logits (*B, n, T))")
+    if X.ndim < 3 or tuple(logits.shape[-2:]) != tuple(X.shape[-3:-1]):
+        raise ValueError(f"logits {tuple(logits.shape)} must end with X's (n, T) "
+                         f"{tuple(X.shape[-3:-1])}")
     if not stable:
         return torch.einsum("...nt,...ntd->...nd", torch.softmax(logits, dim=-1), X)
     top = logits.detach().argmax(dim=-1, keepdim=True)
@@ -276,6 +282,7 @@ Head = LinearHead | MLPHead | PenalizedHead
 def predict(attention: Attention, problem: Problem, head: Head | None = None,
             stable: bool = True) -> torch.Tensor:
     """Model outputs ``f(X_i) = h(X_i^T S(X_i W z_i))``, shape ``(*B, n)``."""
+    stable = check_flag(stable, "stable")
     check_compatible(attention, problem)
     check_head(head, problem)
     head = head or LinearHead()
@@ -285,6 +292,7 @@ def predict(attention: Attention, problem: Problem, head: Head | None = None,
 def empirical_risk(attention: Attention, problem: Problem, head: Head | None = None,
                    loss: str = "logistic", stable: bool = True) -> torch.Tensor:
     """``L = (1/n) sum_i loss(Y_i f(X_i))`` per trial, shape ``(*B,)`` (paper A eq. (ERM))."""
+    stable = check_flag(stable, "stable")
     check_compatible(attention, problem)
     check_head(head, problem)
     return risk_from_logits(attention.logits(problem), problem, head, loss, stable)
@@ -325,16 +333,31 @@ def check_head(head: "Head | None", problem: Problem) -> None:
         raise TypeError(f"head must be None, a LinearHead, an MLPHead or a PenalizedHead, got "
                         f"{type(head).__name__}")
     if isinstance(head, LinearHead) and head.params:
-        width = head.params[0].shape[-1]
+        tensor, core = head.params[0], 1
+        if tensor.dtype != problem.X.dtype or tensor.device != problem.X.device:
+            raise ValueError(f"the head's v is {tensor.dtype} on {tensor.device} but the problem is "
+                             f"{problem.X.dtype} on {problem.X.device}; build v with the same "
+                             "dtype/device")
     elif isinstance(head, MLPHead):
-        width = head.V.shape[-2]
+        tensor, core = head.V, 2
     elif isinstance(head, PenalizedHead):
-        width = head.v.shape[-1]
+        tensor, core = head.v, 1
     else:
         return
+    width = tensor.shape[-core]
     if width != problem.d:
         raise ValueError(f"the head acts on vectors of dimension {width}, the tokens have "
                          f"d={problem.d}")
+    lead = tuple(tensor.shape[: tensor.ndim - core])
+    try:
+        fits = not problem.batch_shape or \
+            tuple(torch.broadcast_shapes(lead, problem.batch_shape)) == tuple(problem.batch_shape)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"the head has trials shape {lead} and the problem "
+                         f"{problem.batch_shape}: a head with trials dimensions needs one per trial "
+                         "of the problem (or none, to share one head)")
 
 
 def risk_from_logits(logits: torch.Tensor, problem: Problem, head: Head | None = None,

@@ -13,13 +13,20 @@ over the top tokens' loss (``gradients.no_worse``). The first-order residual ``t
 given a reference direction, a comparison with its scaled copy, tell a converged path from one
 that is not (:attr:`PathResult.converged`, :class:`PathWarning`). An optional cone
 ``corr(W, D) >= 1 - mu`` restricts the path to a neighbourhood of ``D`` (the local path).
+
+What is computed is not certified to be the argmin: a converged point is a certified stationary
+point of the ball problem and the best of the starts tried at its radius (the previous point, its
+rescaling, the reference, ``restarts`` random starts); :attr:`PathResult.start` records which start
+won and :meth:`PathResult.provenance` says it in one sentence.
 """
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .data import Problem
@@ -27,10 +34,12 @@ from .gradients import Evaluation, no_worse, risk_and_gradients, supports
 from .metrics import corr
 from .models import (Attention, Head, KQAttention, LinearHead, PromptAttention, WAttention,
                      check_compatible, check_head, check_loss, empirical_risk)
-from .utils import as_tensor, check_count, check_flag, check_positive
+from .utils import as_tensor, check_count, check_flag, check_generator, check_positive
 
 
 MEMORY = 10          # accepted losses the non-monotone step test looks back on
+MAX_RESTARTS = 1000  # random starts per radius, at most
+START_RESCALED, START_PREVIOUS, START_REFERENCE, START_RANDOM = 0, 1, 2, 3   # PathResult.start
 
 
 class PathWarning(UserWarning):
@@ -43,6 +52,12 @@ class PathResult:
 
     All per-radius fields have shape ``(radii, *trials)``.
 
+    What a point of the path is: the best point found from the starts tried at that radius (see
+    ``start``), after projected descent. Where ``converged`` holds it is a *certified stationary
+    point* of the ball problem (first-order residual below ``tol``) that is no worse than the
+    scaled reference (when one was given) and the best of the starts tried; it is not certified
+    to be the ball's global minimiser (another basin may hold a lower loss: try ``restarts``).
+
     ``tangential`` is ``sin`` of the angle between the gradient and the radial direction at the
     iterate: the first-order optimality residual on the sphere (0 = KKT point of the ball
     problem with the constraint active; 1 = the iterate is inside the ball; NaN = the gradient
@@ -52,6 +67,18 @@ class PathResult:
     the iterate's loss is no larger than the reference's (compared exactly, see
     ``gradients.no_worse``); an underflowed gradient counts as converged only when it passes the
     reference test.
+
+    Provenance. ``start`` (integer, ``(radii, *trials)``) says which start the returned point
+    descends from, coded as :attr:`START_NAMES` lists them: ``0`` = ``"rescaled"`` (the previous
+    radius's point rescaled onto the new sphere; at the first radius, the caller's start
+    rescaled), ``1`` = ``"previous"`` (the previous point itself, when it lies in the new ball),
+    ``2`` = ``"reference"`` (the scaled reference), ``3 + i`` = random restart ``i`` (``"restart"``,
+    ``0 <= i < restarts``). The deterministic starts (codes 0-2) compete by their loss before
+    descent (ties keep the smaller code); the best of them and every random restart are then
+    descended, batched, and the lowest end point wins (ties keep the deterministic one).
+    With ``restarts = k > 0``, ``restart_loss`` and ``restart_corr`` (shape ``(radii, k, *trials)``)
+    hold each random restart's end loss and the correlation of its end point with the returned
+    point (1 for the winner itself); :meth:`provenance` summarises them.
     """
 
     radii: torch.Tensor
@@ -60,11 +87,102 @@ class PathResult:
     tangential: torch.Tensor
     converged: torch.Tensor
     reference_loss: torch.Tensor | None = None
+    start: torch.Tensor | None = None
+    restart_loss: torch.Tensor | None = None
+    restart_corr: torch.Tensor | None = None
+    restarts: int = 0
+
+    START_NAMES = ("rescaled", "previous", "reference", "restart")   # codes 0, 1, 2, 3 + i
 
     @property
     def all_converged(self) -> bool:
         """Whether every trial converged at every radius."""
         return bool(self.converged.all())
+
+    def won(self, kind: str) -> torch.Tensor:
+        """Where a start of ``kind`` (one of :attr:`START_NAMES`; ``"restart"`` = any random
+        restart) gave the returned point: boolean, shape ``(radii, *trials)``."""
+        if self.start is None:
+            raise ValueError("this PathResult records no provenance (start is None)")
+        return _won(self.start, kind)
+
+    def provenance(self, corr_tol: float = 1e-3) -> "PathProvenance":
+        """Summary of which starts won (see :class:`PathProvenance`; ``str()`` of it is one
+        sentence for a chapter). A random restart is counted in the winner's basin when
+        ``1 - corr(its end point, the returned point) <= corr_tol``."""
+        corr_tol = check_positive(corr_tol, "corr_tol", upper=2.0, allow_zero=True)
+        if self.start is None:
+            raise ValueError("this PathResult records no provenance (start is None)")
+        same = None
+        if self.restarts:
+            same = (1 - self.restart_corr <= corr_tol).sum(1)
+        return PathProvenance(radii=self.radii, start=self.start, restarts=self.restarts,
+                              same_basin=same, corr_tol=corr_tol,
+                              reference=self.reference_loss is not None)
+
+
+@dataclass(frozen=True)
+class PathProvenance:
+    """How the points of a path were found (from :meth:`PathResult.provenance`).
+
+    ``start`` is :attr:`PathResult.start`; ``same_basin`` (``(radii, *trials)``, or ``None``
+    without restarts) counts the random restarts whose end point lies within ``corr_tol`` of
+    the returned point (the winner included when it is a restart). ``str()`` reads e.g.
+    "best of up to 11 starts per radius (the previous point, its rescaling, the reference, 8
+    random restarts); the reference won at radii 1, 2 (in 3 of 8 trials at R = 100); random
+    restarts won at no radius; random restarts reached the winner's basin (1 - corr <= 0.001)
+    in 5 of 8 at R = 100".
+    """
+
+    radii: torch.Tensor
+    start: torch.Tensor
+    restarts: int
+    same_basin: torch.Tensor | None
+    corr_tol: float
+    reference: bool
+
+    def radii_won(self, kind: str) -> list[float]:
+        """The radii at which a start of ``kind`` won in at least one trial."""
+        won = _won(self.start, kind)
+        return [R for R, w in zip(self.radii.tolist(), won.reshape(len(won), -1).any(1).tolist()) if w]
+
+    def trials_won(self, kind: str, index: int = -1) -> tuple[int, int]:
+        """``(trials where a start of kind won at radius number index, trials)``."""
+        won = _won(self.start, kind)[index]
+        return int(won.sum()), won.numel()
+
+    def __str__(self) -> str:
+        kinds = ["the previous point", "its rescaling"] + ["the reference"] * self.reference
+        if self.restarts:
+            kinds.append(f"{self.restarts} random restart{'s' * (self.restarts > 1)}")
+        most = 2 + self.reference + self.restarts
+        parts = [f"best of up to {most} starts per radius ({', '.join(kinds)})"]
+        last = f"R = {self.radii[-1].item():.4g}"
+        for kind, label in (("reference", "the reference"), ("restart", "random restarts")):
+            if kind == "reference" and not self.reference or kind == "restart" and not self.restarts:
+                continue
+            radii = self.radii_won(kind)
+            text = f"{label} won at " + ("no radius" if not radii else
+                                         "radii " + ", ".join(f"{R:.4g}" for R in radii))
+            won, count = self.trials_won(kind)
+            if count > 1 and radii:
+                text += f" (in {won} of {count} trials at {last})"
+            parts.append(text)
+        if self.same_basin is not None:
+            last_counts = self.same_basin[-1].flatten()
+            low, high = int(last_counts.min()), int(last_counts.max())
+            span = f"{low}" if low == high else f"{low}-{high} (over {last_counts.numel()} trials)"
+            parts.append(f"random restarts reached the winner's basin (1 - corr <= {self.corr_tol:g}) "
+                         f"in {span} of {self.restarts} at {last}")
+        return "; ".join(parts)
+
+
+def _won(start: torch.Tensor, kind: str) -> torch.Tensor:
+    names = PathResult.START_NAMES
+    if kind not in names:
+        raise ValueError(f"kind must be one of {names}, got {kind!r}")
+    code = names.index(kind)
+    return start >= code if kind == "restart" else start == code
 
 
 def _ball_radius(attention: Attention, R: float) -> float:
@@ -182,22 +300,33 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
                         head: Head | None = None, loss: str = "logistic",
                         cone: tuple[torch.Tensor, float] | None = None, sphere: bool = False,
                         initial_step: float = 0.05, reference=None, tol: float = 1e-4,
-                        warn: bool = True) -> PathResult:
-    """Minimize the loss over growing norm balls; ``attention`` gives the start and is updated.
+                        warn: bool = True, restarts: int = 0,
+                        generator: torch.Generator | None = None, seed: int | None = None
+                        ) -> PathResult:
+    """Descend the loss over growing norm balls; ``attention`` gives the start and is updated.
 
     Each radius is solved by projected gradient steps (the gradient divided by its norm) of
     Barzilai-Borwein length, with a non-monotone acceptance test on the loss compared exactly
     (``gradients.no_worse``); a rejected step halves. Each radius starts from the best of the
     previous iterate, its rescaling onto the new sphere and (with ``reference``) the scaled
     reference, and returns the best point it has seen: the loss never increases along the path,
-    nor within a radius from its start.
+    nor within a radius from its start. With ``restarts = k``, ``k`` random starts per radius are
+    descended too, batched with that best start, and the lowest end point is returned.
+
+    What is verified: a point flagged ``converged`` is a certified stationary point of the ball
+    problem (first-order residual ``<= tol``), no worse than the scaled reference when one is
+    given, and the best of the starts tried. It is not certified to be the ball's minimiser: a
+    first-order method stays in the basin of its start. ``PathResult.start`` records which start
+    won at every radius (and :meth:`PathResult.provenance` summarises it), so that a check
+    against the reference can say whether the reference itself was the winning start.
 
     Args:
         attention: ``WAttention``/``PromptAttention`` (ball ``||W||_F <= R``) or ``KQAttention``
             (ball ``||K||^2 + ||Q||^2 <= 2R``); its current value warm-starts the first radius.
             For (K, Q), start at a radius where the loss already saturates (R ~ 100 on unit-norm
             data): warm-started through small radii, K Q^T becomes rank one there and a
-            first-order method may not leave that rank-deficient region.
+            first-order method may not leave that rank-deficient region. Its trials shape must
+            be the problem's (or the problem has none: it is then shared by every trial).
         radii: increasing radii ``R``.
         steps: largest number of projected steps per radius; a trial stops earlier once its
             residual is below ``tol / 10``.
@@ -206,20 +335,34 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
             local path of paper A (its cone also bounds the norm from below, ``||W|| >= R_0``).
         initial_step: first step length as a fraction of the ball radius, in (0, 1].
         reference: a direction (e.g. ``W_mm``, or ``W_mm_*`` for (K, Q)) whose scaled copy
-            ``R D / ||D||`` lies in every ball: a path whose loss exceeds that copy's has not found
-            the minimiser and is flagged as not converged.
+            ``R D / ||D||`` lies in every ball. It is one more start at every radius (so a path
+            that ends near it may have started there: see ``PathResult.start``), and a point
+            whose loss exceeds that copy's is certainly not the ball's minimiser and is flagged
+            as not converged.
         tol: largest first-order residual (``tangential``) counted as converged; the direction
             error that remains is of the order of ``tol`` radians.
         warn: emit a :class:`PathWarning` when some trial has not converged at the last radius.
+        restarts: number ``k >= 0`` of random starts per radius and trial (default 0: none, the
+            path is then exactly the one computed without this option). Each is a standard
+            Gaussian draw of every parameter (float64), scaled jointly onto the sphere of the
+            ball (and projected into the ``cone``).
+        generator: the ``torch.Generator`` the restarts are drawn from (it is advanced); the
+            draws are made on its device in float64 and then moved, so a CPU generator gives
+            the same starts on every device and for any number of threads.
+        seed: instead of ``generator``, a seed for a fresh CPU generator (default 0 when
+            ``restarts > 0`` and no generator is given). Give at most one of the two.
     """
     radii = _check_radii(radii)
     steps = check_count(steps, "steps")
     initial_step = check_positive(initial_step, "initial_step", upper=1.0)
     tol = check_positive(tol, "tol", upper=1.0)
     sphere, warn = check_flag(sphere, "sphere"), check_flag(warn, "warn")
+    restarts = _check_restarts(restarts)
+    generator = _restart_generator(restarts, generator, seed)
     check_loss(loss)
     check_compatible(attention, problem)
     check_head(head, problem)
+    problem = _match_trials(attention, problem)
     if cone is not None:
         cone = _check_cone(cone, attention)
     if reference is not None:
@@ -228,87 +371,76 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
     closed_form = head is None and supports(attention)
     values = problem.scores * problem.Y.unsqueeze(-1) if closed_form else None
     evaluate = lambda: _evaluate(attention, problem, head, loss, values)     # noqa: E731
-    out: dict[str, list[torch.Tensor]] = {k: [] for k in ("W", "loss", "tangential", "ok", "ref")}
+    if restarts:                 # the best deterministic start and the restarts, as one batch
+        lead = tuple(params[0].shape[: params[0].ndim - core[0]])
+        wide = _widen(problem, (restarts + 1, *lead))
+        wide_values = wide.scores * wide.Y.unsqueeze(-1) if closed_form else None
+        batch = copy.copy(attention)
+        evaluate_batch = lambda: _evaluate(batch, wide, head, loss, wide_values)   # noqa: E731
+    out: dict[str, list[torch.Tensor]] = {k: [] for k in ("W", "loss", "tangential", "ok", "ref",
+                                                          "start", "r_loss", "r_corr")}
     for R in radii.tolist():
         rho = _ball_radius(attention, R)
         with torch.no_grad():
             norm = _joint_norm(params, core)
             if bool((norm == 0).any()):
                 raise ValueError("the path needs a nonzero starting point (e.g. a small random W)")
-            starts = [[p * _expand(rho / norm, k) for p, k in zip(params, core)]]
+            starts = [(START_RESCALED, [p * _expand(rho / norm, k) for p, k in zip(params, core)])]
             if not sphere and bool((norm <= rho * (1 + 1e-12)).all()):
-                starts.append([p.clone() for p in params])    # the old point lies in the new ball
+                starts.append((START_PREVIOUS, [p.clone() for p in params]))   # inside the new ball
             if reference is not None:
                 scaled = _reference_attention(attention, reference, R)
-                starts.append(_reference_start(attention, scaled.combined()))
+                starts.append((START_REFERENCE, _reference_start(attention, scaled.combined())))
             if cone is not None:
-                for start in starts:
+                for _, start in starts:
                     start[0] = _project_cone(start[0], cone[0], 1 - cone[1], core[0])
-        best, accepted = None, []
-        for start in starts:                                 # keep the best start, per trial
+        best, accepted, code = None, [], None
+        for kind, start in starts:                           # keep the best start, per trial
             with torch.no_grad():
                 for p, q in zip(params, start):
                     p.copy_(q.expand_as(p))
             now = evaluate()
             if best is None:
+                _check_per_trial(now, norm)
                 best, accepted = now, [p.detach().clone() for p in params]
+                code = torch.full(now.risk.shape, kind, dtype=torch.long, device=now.risk.device)
                 continue
             better = ~no_worse(best, now)                    # strictly better: ties keep the first
             best = _select(better, now, best)
             accepted = [torch.where(_expand(better, k), p.detach(), a)
                         for p, a, k in zip(params, accepted, core)]
-        with torch.no_grad():
-            for p, a in zip(params, accepted):
-                p.copy_(a)
-            direction, tangential = _search_direction(params, best.grads, core, rho, sphere, cone)
-        step = torch.full_like(norm, initial_step * rho)
-        # Non-monotone test (Grippo, Lampariello and Lucidi 1986): a step is accepted when its loss
-        # is no larger than the largest of the last MEMORY accepted ones, which lets Barzilai-
-        # Borwein steps cross curved valleys; the best point seen is what the radius returns.
-        current, recent = best, [best]
-        kept, kept_tangential = [a.clone() for a in accepted], tangential
-        for _ in range(steps):
-            active = ~(kept_tangential <= 0.1 * tol)        # a trial stops once well converged
-            if not bool(active.any()):
-                break
+            code = torch.where(better, kind, code)
+        if restarts:
             with torch.no_grad():
-                moves = [a - _expand(torch.where(active, step, 0.0), k) * u
-                         for a, u, k in zip(accepted, direction, core)]
-                excess = _joint_norm(moves, core) / rho
-                excess = excess if sphere else excess.clamp_min(1.0)
-                moves = [m / _expand(excess, k) for m, k in zip(moves, core)]
+                draws = _random_starts(params, core, restarts, rho, generator)
                 if cone is not None:
-                    moves[0] = _project_cone(moves[0], cone[0], 1 - cone[1], core[0])
-                for p, m in zip(params, moves):
-                    p.copy_(m)
-            trial = evaluate()
+                    draws[0] = _project_cone(draws[0], cone[0], 1 - cone[1], core[0])
+                batch.params = [torch.cat([a.unsqueeze(0), r]).requires_grad_(True)
+                                for a, r in zip(accepted, draws)]
+            first = evaluate_batch()
+            ends, end_tangential = _descend(batch, evaluate_batch, first,
+                                            [p.detach().clone() for p in batch.params], rho,
+                                            steps, initial_step, tol, sphere, cone)
+            best, tangential = _pick(ends, 0), end_tangential[0]
             with torch.no_grad():
-                worst = recent[0]
-                for other in recent[1:]:
-                    worst = _select(no_worse(worst, other), other, worst)
-                accept = no_worse(trial, worst) & active
-                new_direction, new_tangential = _search_direction(params, trial.grads, core, rho,
-                                                                  sphere, cone)
-                # Barzilai-Borwein length from the accepted move; halve after a rejection
-                s_k = [m - a for m, a in zip(moves, accepted)]
-                y_k = [u - v for u, v in zip(new_direction, direction)]
-                sy = sum((a * b).flatten(a.ndim - k).sum(-1) for a, b, k in zip(s_k, y_k, core))
-                ss = sum(a.flatten(a.ndim - k).pow(2).sum(-1) for a, k in zip(s_k, core))
-                bb = torch.where(sy > 0, ss / sy.clamp_min(1e-300), 2 * step)
-                step = torch.where(accept, bb.clamp(max=0.5 * rho), 0.5 * step)
-                current = _select(accept, trial, current)
-                recent = (recent + [current])[-MEMORY:]
-                improved = accept & no_worse(trial, best)
-                best = _select(improved, trial, best)
-                kept_tangential = torch.where(improved, new_tangential, kept_tangential)
-                for p, a, b, u, v, k in zip(params, accepted, kept, direction, new_direction, core):
-                    b.copy_(torch.where(_expand(improved, k), p, b))
-                    a.copy_(torch.where(_expand(accept, k), p, a))
-                    u.copy_(torch.where(_expand(accept, k), v, u))
-        with torch.no_grad():
-            for p, b in zip(params, kept):
-                p.copy_(b)
-        tangential = kept_tangential
+                chosen = [p[0].clone() for p in batch.params]
+                for j in range(1, restarts + 1):
+                    candidate = _pick(ends, j)
+                    better = ~no_worse(best, candidate)      # strictly better: ties keep the first
+                    best = _select(better, candidate, best)
+                    tangential = torch.where(better, end_tangential[j], tangential)
+                    code = torch.where(better, START_RANDOM + j - 1, code)
+                    chosen = [torch.where(_expand(better, k), p[j], c)
+                              for p, c, k in zip(batch.params, chosen, core)]
+                for p, c in zip(params, chosen):
+                    p.copy_(c)
+                ends_combined = batch.combined()[1:]
+                out["r_corr"].append(corr(ends_combined, attention.combined().unsqueeze(0),
+                                          ends_combined.ndim - core[0]))
+                out["r_loss"].append(ends.risk[1:].detach())
+        else:
+            best, tangential = _descend(attention, evaluate, best, accepted, rho, steps,
+                                        initial_step, tol, sphere, cone)
         converged = tangential <= tol
         if reference is not None:                  # compared the way the path's points are
             ref_eval = _evaluate(scaled, problem, head, loss, values)
@@ -318,9 +450,13 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
         out["loss"].append(best.risk.detach())
         out["tangential"].append(tangential)
         out["ok"].append(converged)
-    result = PathResult(radii=radii, iterates=torch.stack(out["W"]), loss=torch.stack(out["loss"]),
-                        tangential=torch.stack(out["tangential"]), converged=torch.stack(out["ok"]),
-                        reference_loss=torch.stack(out["ref"]) if out["ref"] else None)
+        out["start"].append(code)
+    stacked = {k: torch.stack(v) if v else None for k, v in out.items()}
+    result = PathResult(radii=radii, iterates=stacked["W"], loss=stacked["loss"],
+                        tangential=stacked["tangential"], converged=stacked["ok"],
+                        reference_loss=stacked["ref"], start=stacked["start"],
+                        restart_loss=stacked["r_loss"], restart_corr=stacked["r_corr"],
+                        restarts=restarts)
     if warn and not bool(result.converged[-1].all()):
         failed = int((~result.converged[-1]).sum())
         warnings.warn(f"the regularization path did not converge at R = {radii[-1]:.4g} in "
@@ -329,6 +465,141 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
                       "PathResult.converged; more steps, more radii or another start may help",
                       PathWarning, stacklevel=2)
     return result
+
+
+def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[torch.Tensor],
+             rho: float, steps: int, initial_step: float, tol: float, sphere: bool,
+             cone: tuple[torch.Tensor, float] | None) -> tuple[Evaluation, torch.Tensor]:
+    """Projected descent at one radius from ``accepted`` (evaluated as ``best``), per trial;
+    leaves ``attention`` at the best point seen and returns its evaluation and residual."""
+    params, core = attention.params, attention.core_dims
+    with torch.no_grad():
+        for p, a in zip(params, accepted):
+            p.copy_(a)
+        direction, tangential = _search_direction(params, best.grads, core, rho, sphere, cone)
+        norm = _joint_norm(params, core)
+    step = torch.full_like(norm, initial_step * rho)
+    # Non-monotone test (Grippo, Lampariello and Lucidi 1986): a step is accepted when its loss
+    # is no larger than the largest of the last MEMORY accepted ones, which lets Barzilai-
+    # Borwein steps cross curved valleys; the best point seen is what the radius returns.
+    current, recent = best, [best]
+    kept, kept_tangential = [a.clone() for a in accepted], tangential
+    for _ in range(steps):
+        active = ~(kept_tangential <= 0.1 * tol)        # a trial stops once well converged
+        if not bool(active.any()):
+            break
+        with torch.no_grad():
+            moves = [a - _expand(torch.where(active, step, 0.0), k) * u
+                     for a, u, k in zip(accepted, direction, core)]
+            excess = _joint_norm(moves, core) / rho
+            excess = excess if sphere else excess.clamp_min(1.0)
+            moves = [m / _expand(excess, k) for m, k in zip(moves, core)]
+            if cone is not None:
+                moves[0] = _project_cone(moves[0], cone[0], 1 - cone[1], core[0])
+            for p, m in zip(params, moves):
+                p.copy_(m)
+        trial = evaluate()
+        with torch.no_grad():
+            worst = recent[0]
+            for other in recent[1:]:
+                worst = _select(no_worse(worst, other), other, worst)
+            accept = no_worse(trial, worst) & active
+            new_direction, new_tangential = _search_direction(params, trial.grads, core, rho,
+                                                              sphere, cone)
+            # Barzilai-Borwein length from the accepted move; halve after a rejection
+            s_k = [m - a for m, a in zip(moves, accepted)]
+            y_k = [u - v for u, v in zip(new_direction, direction)]
+            sy = sum((a * b).flatten(a.ndim - k).sum(-1) for a, b, k in zip(s_k, y_k, core))
+            ss = sum(a.flatten(a.ndim - k).pow(2).sum(-1) for a, k in zip(s_k, core))
+            bb = torch.where(sy > 0, ss / sy.clamp_min(1e-300), 2 * step)
+            step = torch.where(accept, bb.clamp(max=0.5 * rho), 0.5 * step)
+            current = _select(accept, trial, current)
+            recent = (recent + [current])[-MEMORY:]
+            improved = accept & no_worse(trial, best)
+            best = _select(improved, trial, best)
+            kept_tangential = torch.where(improved, new_tangential, kept_tangential)
+            for p, a, b, u, v, k in zip(params, accepted, kept, direction, new_direction, core):
+                b.copy_(torch.where(_expand(improved, k), p, b))
+                a.copy_(torch.where(_expand(accept, k), p, a))
+                u.copy_(torch.where(_expand(accept, k), v, u))
+    with torch.no_grad():
+        for p, b in zip(params, kept):
+            p.copy_(b)
+    return best, kept_tangential
+
+
+def _pick(evaluation: Evaluation, index: int) -> Evaluation:
+    """Entry ``index`` of the leading (starts) dimension of a batched evaluation."""
+    return Evaluation(evaluation.risk[index], evaluation.probs[index],
+                      [g[index] for g in evaluation.grads], evaluation.top[index],
+                      evaluation.excess[index])
+
+
+def _random_starts(params: list[torch.Tensor], core: list[int], count: int, rho: float,
+                   generator: torch.Generator) -> list[torch.Tensor]:
+    """``count`` Gaussian draws of every parameter, shape ``(count, *param.shape)``, scaled jointly
+    onto the sphere of radius ``rho``; drawn in float64 on the generator's device, then moved."""
+    draws = [torch.randn((count, *p.shape), generator=generator, dtype=torch.float64,
+                         device=generator.device).to(p) for p in params]
+    norm = _joint_norm(draws, core)
+    return [d * _expand(rho / norm, k) for d, k in zip(draws, core)]
+
+
+def _check_restarts(restarts) -> int:
+    if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) \
+            or not 0 <= restarts <= MAX_RESTARTS:
+        raise ValueError(f"restarts must be an integer in [0, {MAX_RESTARTS}] (random starts per "
+                         f"radius), got {restarts!r}")
+    return int(restarts)
+
+
+def _restart_generator(restarts: int, generator, seed) -> torch.Generator | None:
+    """The generator the restarts draw from: ``generator``, or a CPU one seeded with ``seed``
+    (0 by default)."""
+    check_generator(generator)
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 63:
+            raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+        if generator is not None:
+            raise ValueError("give either generator or seed for the restarts, not both")
+    if not restarts:
+        return None
+    if generator is not None:
+        return generator
+    return torch.Generator().manual_seed(int(seed or 0))
+
+
+def _match_trials(attention: Attention, problem: Problem) -> Problem:
+    """The problem with the parameters' trials shape (a problem without trials is repeated)."""
+    p, k = attention.params[0], attention.core_dims[0]
+    lead = tuple(p.shape[: p.ndim - k])
+    if problem.batch_shape == lead:
+        return problem
+    full = torch.broadcast_shapes(lead, problem.batch_shape)     # check_compatible: they broadcast
+    if full != lead:
+        raise ValueError(f"the path needs one set of parameters per trial: {attention.names[0]} "
+                         f"has trials shape {lead} and the problem {problem.batch_shape}; expand "
+                         f"the start to the problem's trials (e.g. W.expand(*{problem.batch_shape}, "
+                         "d, d).clone())")
+    return _widen(problem, lead)
+
+
+def _check_per_trial(evaluation: Evaluation, norm: torch.Tensor) -> None:
+    if tuple(evaluation.risk.shape) != tuple(norm.shape):
+        raise ValueError(f"the path needs one set of parameters per trial: the parameters have "
+                         f"trials shape {tuple(norm.shape)} but the loss (through the head) has "
+                         f"{tuple(evaluation.risk.shape)}; give the start the head's trials shape")
+
+
+def _widen(problem: Problem, lead: tuple[int, ...]) -> Problem:
+    """``problem`` with every array expanded (not copied) to the trials shape ``lead``."""
+    n, T, d = problem.n, problem.T, problem.d
+    mask = problem.mask
+    if mask is not None and mask.ndim > 2:
+        mask = mask.expand(*lead, n, T)
+    v = problem.v if problem.v.ndim == 1 else problem.v.expand(*lead, d)
+    return Problem(problem.X.expand(*lead, n, T, d), problem.Y.expand(*lead, n),
+                   problem.Z.expand(*lead, n, d), v, mask)
 
 
 def _risk_only(risk: torch.Tensor, problem: Problem, grads: list[torch.Tensor]) -> Evaluation:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .utils import DEFAULT_DTYPE, as_tensor, check_count, check_generator, check_positive
+from .utils import DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_generator, check_positive
 
 
 def a6_draw(count: int, d: int, generator: torch.Generator | None = None, n: int = 3, T: int = 4,
@@ -32,6 +32,7 @@ def a6_draw(count: int, d: int, generator: torch.Generator | None = None, n: int
     count, d = check_count(count, "count", 1), check_count(d, "d", 1)
     n, T = check_count(n, "n", 1), check_count(T, "T", 2)
     check_generator(generator)
+    dtype = check_dtype(dtype)
     g = generator
     X = torch.randn(count, n, T, d, generator=g, dtype=dtype)
     X = X / X.norm(dim=-1, keepdim=True)
@@ -56,6 +57,10 @@ def ngd_relu_head(X, Y, Z, V, W0, steps: int = 2000, lr: float = 0.1, eps: float
     """
     X, Y, Z = as_tensor(X, "X"), as_tensor(Y, "Y"), as_tensor(Z, "Z")
     V, W0 = as_tensor(V, "V"), as_tensor(W0, "W0")
+    dtype = X.dtype                      # mixed float32/float64 inputs run in the widest of them
+    for tensor in (Y, Z, V, W0):
+        dtype = torch.promote_types(dtype, tensor.dtype)
+    X, Y, Z, V, W0 = (t.to(dtype=dtype, device=X.device) for t in (X, Y, Z, V, W0))
     if X.ndim != 4:
         raise ValueError(f"X must have shape (B, n, T, d), got {tuple(X.shape)}")
     B, n, T, d = X.shape
@@ -70,13 +75,17 @@ def ngd_relu_head(X, Y, Z, V, W0, steps: int = 2000, lr: float = 0.1, eps: float
     steps, every = check_count(steps, "steps"), check_count(every, "every", 1)
     chunk = check_count(chunk, "chunk", 1)
     lr, eps = check_positive(lr, "lr"), check_positive(eps, "eps", allow_zero=True)
-    dtype = X.dtype
+    if not all(t.numel() for t in (X, V)):
+        raise ValueError(f"X {tuple(X.shape)} and V {tuple(V.shape)} need every dimension >= 1")
     k, nT = V.shape[-1], n * T
-    out = torch.empty(steps // every + 1, B, nT, dtype=dtype)
+    out = torch.empty(steps // every + 1, B, nT, dtype=dtype, device=X.device)
     for lo in range(0, B, chunk):
         hi = min(B, lo + chunk)
         out[:, lo:hi] = _chunk(X[lo:hi], Y[lo:hi], Z[lo:hi], V[lo:hi], W0[lo:hi], steps, lr, eps,
                                every, k)
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError("normalized GD produced NaN/inf coefficients: the data are too large or "
+                         "too small for float64 (tokens, queries or W0 of ~1e150 or more); rescale")
     return out
 
 
@@ -87,14 +96,20 @@ def _chunk(x, y, z, V, W0, steps: int, lr: float, eps: float, every: int, k: int
     K = (torch.einsum("bntd,bmsd->ntmsb", x, x)
          * torch.einsum("bnd,bmd->nmb", z, z)[:, None, :, None]).reshape(nT, nT, b).contiguous()
     XV = torch.einsum("bntd,bdk->ntkb", x, V).contiguous()                 # V_j^T x_it
+    if not (bool(torch.isfinite(a0).all()) and bool(torch.isfinite(K).all())
+            and bool(torch.isfinite(XV).all())):
+        raise ValueError("the logits x^T W0 z, the Gram matrix (x^T x')(z^T z') or the head's "
+                         "V^T x overflow float64: tokens, queries, V or W0 are too large (~1e150 or "
+                         "more); rescale them")
     y = y.T.contiguous()
-    kept = torch.empty(steps // every + 1, b, nT, dtype=dtype)
-    beta = torch.zeros(nT, b, dtype=dtype)
-    bufK, bufX = torch.empty(nT, nT, b, dtype=dtype), torch.empty(n, T, k, b, dtype=dtype)
-    bufP = torch.empty(n, T, T, b, dtype=dtype)
-    hid, gv = torch.empty(n, k, b, dtype=dtype), torch.empty(n, T, b, dtype=dtype)
-    c, Kd, a = (torch.empty(n, T, b, dtype=dtype), torch.empty(nT, b, dtype=dtype),
-                torch.empty(nT, b, dtype=dtype))
+    dev = x.device                       # every buffer on the inputs' device (CPU or CUDA)
+    kept = torch.empty(steps // every + 1, b, nT, dtype=dtype, device=dev)
+    like = {"dtype": dtype, "device": dev}
+    beta = torch.zeros(nT, b, **like)
+    bufK, bufX = torch.empty(nT, nT, b, **like), torch.empty(n, T, k, b, **like)
+    bufP = torch.empty(n, T, T, b, **like)
+    hid, gv = torch.empty(n, k, b, **like), torch.empty(n, T, b, **like)
+    c, Kd, a = torch.empty(n, T, b, **like), torch.empty(nT, b, **like), torch.empty(nT, b, **like)
     for step in range(steps + 1):
         if step % every == 0:
             kept[step // every] = beta.T
@@ -128,10 +143,23 @@ def _chunk(x, y, z, V, W0, steps: int, lr: float, eps: float, every: int, k: int
     return kept
 
 
-def span_iterates(beta: torch.Tensor, X: torch.Tensor, Z: torch.Tensor, W0: torch.Tensor) -> torch.Tensor:
-    """``W = W0 + sum_it beta_it x_it z_i^T`` for coefficients ``beta (..., B, n T)``."""
-    n, T = X.shape[-3], X.shape[-2]
-    if beta.shape[-1] != n * T or beta.shape[-2] != X.shape[0]:
-        raise ValueError(f"beta must end with (B, n T) = ({X.shape[0]}, {n * T}), got "
+def span_iterates(beta, X, Z, W0) -> torch.Tensor:
+    """``W = W0 + sum_it beta_it x_it z_i^T`` for coefficients ``beta (..., B, n T)`` (the output of
+    :func:`ngd_relu_head`) with ``X (B, n, T, d)``, ``Z (B, n, d)``, ``W0 (B, d, d)``."""
+    beta, X, Z, W0 = (as_tensor(v, name) for name, v in (("beta", beta), ("X", X), ("Z", Z), ("W0", W0)))
+    if X.ndim != 4 or not X.numel():
+        raise ValueError(f"X must have shape (B, n, T, d) with every dimension >= 1, got "
+                         f"{tuple(X.shape)}")
+    B, n, T, d = X.shape
+    if tuple(Z.shape) != (B, n, d) or tuple(W0.shape) != (B, d, d):
+        raise ValueError(f"Z must have shape (B, n, d) = {(B, n, d)} and W0 (B, d, d) = {(B, d, d)}, "
+                         f"got {tuple(Z.shape)} and {tuple(W0.shape)}")
+    if beta.ndim < 2 or beta.shape[-1] != n * T or beta.shape[-2] != B:
+        raise ValueError(f"beta must end with (B, n T) = ({B}, {n * T}), got "
                          f"{tuple(beta.shape)}")
-    return W0 + torch.einsum("...bnt,bntd,bne->...bde", beta.reshape(*beta.shape[:-1], n, T), X, Z)
+    dtype = torch.promote_types(torch.promote_types(beta.dtype, X.dtype), torch.promote_types(Z.dtype, W0.dtype))
+    beta, X, Z, W0 = (t.to(dtype) for t in (beta, X, Z, W0))
+    W = W0 + torch.einsum("...bnt,bntd,bne->...bde", beta.reshape(*beta.shape[:-1], n, T), X, Z)
+    if not bool(torch.isfinite(W).all()):
+        raise ValueError("W overflows float64: beta, X or Z are too large (~1e150 or more)")
+    return W

@@ -17,7 +17,14 @@ STATUS = ("reproduced", "differs")
 
 
 def format_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
-    """A plain-text table with right-aligned columns (``print`` it)."""
+    """A plain-text table with right-aligned columns (``print`` it). ``header`` is a list of column
+    names, ``rows`` a list of rows (lists or tuples of cells, any printable values)."""
+    if not isinstance(header, (list, tuple)) or not header:
+        raise TypeError(f"header must be a non-empty list or tuple of column names, got "
+                        f"{type(header).__name__}")
+    if not isinstance(rows, (list, tuple)) or not all(isinstance(r, (list, tuple)) for r in rows):
+        raise TypeError("rows must be a list of rows, each a list or tuple of cells (a string is "
+                        "not a row)")
     cells = [[str(h) for h in header]] + [[str(c) for c in row] for row in rows]
     if any(len(row) != len(header) for row in cells):
         raise ValueError(f"every row needs {len(header)} cells, one per column of the header")
@@ -29,6 +36,9 @@ def format_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> 
 
 def within(value: float, target: float, tol: float) -> bool:
     """``|value - target| <= tol`` (False for NaN): the usual reproduction criterion."""
+    for name, x in (("value", value), ("target", target), ("tol", tol)):
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            raise TypeError(f"{name} must be a real number, got {type(x).__name__} {x!r}")
     if not (tol >= 0 and math.isfinite(target)):
         raise ValueError(f"need a finite target and a tolerance >= 0, got {target!r} and {tol!r}")
     return bool(abs(float(value) - target) <= tol)
@@ -41,14 +51,15 @@ def proportion_interval(count: int, total: int, z: float = 1.959964) -> tuple[fl
     """
     if any(isinstance(x, bool) or not isinstance(x, numbers.Real) for x in (count, total)):
         raise TypeError(f"count and total must be whole numbers, got {count!r} and {total!r}")
-    if any(float(x) != int(x) for x in (count, total)):
+    if not all(math.isfinite(x) for x in (count, total)) or any(float(x) != int(x) for x in (count, total)):
         raise ValueError(f"count and total must be whole numbers, got {count!r} and {total!r}")
     count, total = int(count), int(total)
     if total < 1 or not 0 <= count <= total:
         raise ValueError(f"need 0 <= count <= total and total >= 1, got {count} of {total}")
-    if not z > 0:
-        raise ValueError(f"z must be positive, got {z!r}")
+    if isinstance(z, bool) or not isinstance(z, numbers.Real) or not (z > 0 and math.isfinite(z)):
+        raise ValueError(f"z must be a positive finite number (1.96 for 95%), got {z!r}")
     p = count / total
+    total = float(total)                 # (total * total as an int of 1e600 does not fit a float)
     denominator = 1 + z * z / total
     centre = (p + z * z / (2 * total)) / denominator
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
@@ -64,11 +75,26 @@ def claim(key: str, value: float | str, ok: bool, fmt: str = ".4f") -> str:
     :func:`within` the paper's value); the chapter's ``assert`` cells, not this, decide whether the
     build passes. Needs MyST-NB (installed with the book's requirements).
     """
+    if not isinstance(key, str):
+        raise TypeError(f"a claim key must be a string, got {type(key).__name__}")
+    if getattr(ok, "dtype", None) is not None and str(ok.dtype) in ("bool", "torch.bool") \
+            and getattr(ok, "ndim", 1) == 0:          # a NumPy or torch boolean scalar
+        ok = bool(ok)
+    if not isinstance(ok, bool):
+        raise TypeError(f"ok must be True or False (e.g. within(value, target, tol)), got "
+                        f"{type(ok).__name__} {ok!r}: a string such as 'no' would read as true")
+    if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)):
+        raise TypeError(f"value must be a number or a string, got {type(value).__name__}")
+    if not isinstance(fmt, str):
+        raise TypeError(f"fmt must be a format string such as '.4f', got {type(fmt).__name__}")
+    try:
+        text = value if isinstance(value, str) else format(float(value), fmt)
+    except ValueError:
+        raise ValueError(f"fmt {fmt!r} is not a format for a number (try '.4f' or '.2e')") from None
     from myst_nb import glue
 
     if not key or any(c in key for c in ": `"):
         raise ValueError(f"a claim key must be non-empty, without ':', '`' or spaces; got {key!r}")
-    text = value if isinstance(value, str) else format(float(value), fmt)
     status = STATUS[0] if ok else STATUS[1]
     glue(key, text, display=False)
     glue(f"{key}-status", status, display=False)

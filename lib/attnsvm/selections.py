@@ -17,6 +17,24 @@ import torch
 from .data import Problem
 from .metrics import is_global, selected_tokens
 from .svm import IllConditionedError, InfeasibleError, SVMResult, att_svm, is_locally_optimal
+from .utils import as_array
+
+
+def _check_norm(norm) -> str:
+    if not isinstance(norm, str) or norm not in ("fro", "nuc"):
+        raise ValueError(f"norm must be 'fro' (Att-SVM) or 'nuc' (Att-SVM*), got {norm!r}")
+    return norm
+
+
+def _alpha(alpha, shape: tuple[int, ...], T: int) -> torch.Tensor:
+    """Token indices of ``shape`` in ``[0, T)``, as an integer tensor."""
+    alpha = as_array(alpha, "alpha")
+    if alpha.dtype.is_floating_point or alpha.dtype == torch.bool or tuple(alpha.shape) != shape:
+        raise ValueError(f"alpha must have shape {shape} (integer token indices), got "
+                         f"{alpha.dtype} {tuple(alpha.shape)}")
+    if alpha.numel() and (bool((alpha < 0).any()) or bool((alpha >= T).any())):
+        raise ValueError(f"alpha must hold token indices in [0, {T - 1}], got {alpha.tolist()}")
+    return alpha
 
 KINDS = ("global", "locally optimal", "not locally optimal", "infeasible", "ill-conditioned")
 OUTCOMES = ("global", "locally optimal", "not locally optimal", "ill-conditioned", "unsaturated")
@@ -30,7 +48,8 @@ def selection_kind(problem: Problem, alpha, norm: str = "fro") -> tuple[str, SVM
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     if problem.batch_shape:
         raise ValueError("pass one instance (use problem.trial(b) on batched problems)")
-    alpha = torch.as_tensor(alpha)
+    _check_norm(norm)
+    alpha = _alpha(alpha, (problem.n,), problem.T)
     try:
         result = att_svm(problem.X, problem.Z, alpha, norm, mask=problem.mask)
     except InfeasibleError:
@@ -56,6 +75,7 @@ def classify_selections(problem: Problem, norm: str = "fro"
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     if problem.batch_shape:
         raise ValueError("pass one instance (use problem.trial(b) on batched problems)")
+    _check_norm(norm)
     if problem.T ** problem.n > MAX_SELECTIONS:
         raise ValueError(f"T^n = {problem.T}^{problem.n} selections is more than "
                          f"{MAX_SELECTIONS}; classify chosen selections with selection_kind")
@@ -83,13 +103,22 @@ def run_outcomes(problem: Problem, probabilities: torch.Tensor, saturation: floa
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     if len(problem.batch_shape) != 1:
         raise ValueError("run_outcomes needs a problem with one trials dimension (B, n, T, d)")
-    probabilities = torch.as_tensor(probabilities)
+    _check_norm(norm)
+    if isinstance(saturation, bool) or not isinstance(saturation, (int, float)):
+        raise TypeError(f"saturation must be a number in (0.5, 1), got {saturation!r}")
+    probabilities = as_array(probabilities, "probabilities")
+    if not probabilities.is_floating_point():
+        raise TypeError(f"probabilities must be floating softmax outputs, got {probabilities.dtype}")
     expected = (problem.batch_shape[0], problem.n, problem.T)
     if tuple(probabilities.shape) != expected:
         raise ValueError(f"probabilities must have shape {expected} (trials, n, T), got "
                          f"{tuple(probabilities.shape)}")
     if not bool(torch.isfinite(probabilities).all()):
         raise ValueError("probabilities contain NaN or inf: the runs diverged")
+    if bool((probabilities < 0).any()) or bool((probabilities > 1).any()) or bool(
+            ((probabilities.sum(-1) - 1).abs() > 1e-6).any()):
+        raise ValueError("probabilities must be softmax outputs: in [0, 1], each row summing to 1 "
+                         "(pass attention.probabilities(problem))")
     if not 0.5 < saturation < 1:
         raise ValueError(f"saturation must be in (0.5, 1), got {saturation!r}")
     probabilities = probabilities.detach().cpu()
@@ -134,7 +163,8 @@ class SVMCache:
         if problem.batch_shape:
             raise ValueError("SVMCache.solve takes one instance (n, T, d); use SVMCache.stack for a "
                              "batched problem")
-        alpha = torch.as_tensor(alpha)
+        _check_norm(norm)
+        alpha = _alpha(alpha, (problem.n,), problem.T)
         key = (_data_key(problem), tuple(int(a) for a in alpha.reshape(-1)), tuple(alpha.shape), norm)
         if key not in self._solutions:
             start = time.perf_counter()
@@ -151,10 +181,8 @@ class SVMCache:
         if len(problem.batch_shape) != 1:
             raise ValueError("svm_stack and SVMCache.stack need a problem with one trials dimension "
                              "(B, n, T, d); for one instance use SVMCache.solve")
-        alpha = torch.as_tensor(alpha)
-        if tuple(alpha.shape) != (problem.batch_shape[0], problem.n):
-            raise ValueError(f"alpha must have shape (B, n) = {(problem.batch_shape[0], problem.n)}, "
-                             f"got {tuple(alpha.shape)}")
+        _check_norm(norm)
+        alpha = _alpha(alpha, (problem.batch_shape[0], problem.n), problem.T)
         solutions = []
         for b in range(alpha.shape[0]):
             try:

@@ -28,7 +28,7 @@ import torch
 
 from .data import Problem
 from .metrics import numerical_rank
-from .utils import as_tensor, check_positive
+from .utils import as_array, as_mask, as_tensor, check_positive
 
 
 class InfeasibleError(ValueError):
@@ -51,6 +51,14 @@ class SVMResult:
         margins: ``(x_{i,alpha_i} - x_it)^T W z_i``, shape ``(n, T)``, ``+inf`` at ``t = alpha_i``.
         support: active constraints (margin within ``support_tol`` of 1), shape ``(n, T)``.
         rank: numerical rank of ``W`` (relative tolerance ``rank_tol``); 1 for vectors.
+        unique: False where the norm is not strictly convex (l1, spectral, nuclear): the solution
+            set may then hold more than one point and ``W`` is one of them; True otherwise.
+        accuracy: how ``W`` was obtained. ``"exact"``: an exact least-distance (NNLS) solve,
+            correct to float64 rounding (Frobenius); ``"polished"``: an interior-point solve
+            polished by Newton's method on the active constraints and certified by its dual, ``W``
+            correct to about 1e-9 relative (lp with 1 < p < inf, see ``norm_svm``); ``"solver"``:
+            the interior-point answer as returned, its objective accurate to the solver's
+            tolerance (~1e-8 relative) and ``W`` to what a flat objective allows.
     """
 
     W: torch.Tensor
@@ -59,6 +67,8 @@ class SVMResult:
     margins: torch.Tensor
     support: torch.Tensor
     rank: int
+    unique: bool = True
+    accuracy: str = "exact"
 
     @property
     def min_margin(self) -> float:
@@ -88,7 +98,7 @@ def _check_solver(solver) -> None:
 
 
 def _selection(alpha, n: int, T: int) -> np.ndarray:
-    alpha = np.asarray(alpha.detach().cpu() if isinstance(alpha, torch.Tensor) else alpha)
+    alpha = as_array(alpha, "alpha").detach().cpu().numpy()
     if alpha.shape != (n,) or alpha.dtype.kind not in "iu":
         raise ValueError(f"alpha must be {n} integer token indices (one per example), got "
                          f"shape {alpha.shape} and dtype {alpha.dtype}")
@@ -274,7 +284,8 @@ def _basis(vectors: np.ndarray) -> np.ndarray:
 
 
 def _result(solution: np.ndarray, other_margins: np.ndarray, alpha: np.ndarray, norm: str,
-            objective: float, support_tol: float, rank_tol: float = 1e-5) -> SVMResult:
+            objective: float, support_tol: float, rank_tol: float = 1e-5, unique: bool = True,
+            accuracy: str = "exact") -> SVMResult:
     """Assemble an :class:`SVMResult` from the margins of the non-selected tokens ``(n, T - 1)``."""
     n, T = other_margins.shape[0], other_margins.shape[1] + 1
     margins = np.full((n, T), np.inf)
@@ -284,7 +295,8 @@ def _result(solution: np.ndarray, other_margins: np.ndarray, alpha: np.ndarray, 
     W = torch.from_numpy(solution)
     return SVMResult(W=W, norm=norm, objective=objective, margins=torch.from_numpy(margins),
                      support=torch.from_numpy(margins <= 1 + support_tol),
-                     rank=int(numerical_rank(W, rank_tol)) if W.ndim == 2 else 1)
+                     rank=int(numerical_rank(W, rank_tol)) if W.ndim == 2 else 1,
+                     unique=unique, accuracy=accuracy)
 
 
 def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
@@ -334,7 +346,9 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
             [f[k] for f, k in zip(features, keep)], [g[k] for g, k in zip(diffs, keep)], Z)) from None
     W = left @ core @ right.T
     margins = np.where(keep, np.einsum("ntd,de,ne->nt", diffs, W, Z), np.inf)
-    return _result(W, margins, alpha, norm, _scaled_norm(W, norm), support_tol, rank_tol)
+    exact = norm == "fro" and solver == "CLARABEL"
+    return _result(W, margins, alpha, norm, _scaled_norm(W, norm), support_tol, rank_tol,
+                   unique=norm == "fro", accuracy="exact" if exact else "solver")
 
 
 def _constrained(mask, alpha: np.ndarray, n: int, T: int) -> np.ndarray:
@@ -342,10 +356,7 @@ def _constrained(mask, alpha: np.ndarray, n: int, T: int) -> np.ndarray:
     or those to tokens the query may attend to. The selected tokens must be allowed."""
     if mask is None:
         return np.ones((n, T - 1), dtype=bool)
-    mask = torch.as_tensor(mask)
-    if mask.dtype != torch.bool or tuple(mask.shape) != (n, T):
-        raise ValueError(f"mask must be a boolean tensor of shape (n, T) = {(n, T)}, got "
-                         f"{mask.dtype} {tuple(mask.shape)}")
+    mask = as_mask(mask, "mask", (n, T), "(n, T): True = the query may attend to the token")
     mask = mask.cpu().numpy()
     if not mask[np.arange(n), alpha].all():
         i = int(np.flatnonzero(~mask[np.arange(n), alpha])[0])

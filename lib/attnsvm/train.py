@@ -26,7 +26,7 @@ import torch
 
 from .data import Problem
 from .gradients import excess_over_optimal, risk_and_gradients, supports
-from .metrics import corr, max_probability, unit_scale
+from .metrics import correlation, mean_top, unit_scale
 from .models import (Attention, Head, LinearHead, check_compatible, check_head, check_loss,
                      risk_from_logits)
 from .utils import as_tensor, check_count, check_flag, check_positive
@@ -87,6 +87,19 @@ def block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0) -> tor
     1e-30 (float32), exact but tiny once the softmax saturates, do not underflow to a zero norm.
     A zero gradient (e.g. ``dL/dK`` while ``Q = 0``) gives a zero step instead of 0/0.
     """
+    if not isinstance(grad, torch.Tensor) or not grad.is_floating_point():
+        raise TypeError(f"grad must be a floating tensor, got {type(grad).__name__}")
+    core_dims = check_count(core_dims, "core_dims", 1)
+    if core_dims > grad.ndim:
+        raise ValueError(f"core_dims={core_dims} exceeds grad's {grad.ndim} dimensions")
+    eps = check_positive(eps, "eps", allow_zero=True)
+    if not bool(torch.isfinite(grad).all()):
+        raise ValueError("grad contains NaN or inf")
+    return _block_normalize(grad, core_dims, eps)
+
+
+def _block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0) -> torch.Tensor:
+    """:func:`block_normalize` on arguments already checked (the training loop's version)."""
     top = grad.abs().flatten(grad.ndim - core_dims).amax(dim=-1)
     top = top.reshape(*top.shape, *([1] * core_dims))
     safe = torch.where(top > 0, top, torch.ones_like(top))
@@ -156,23 +169,30 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     head = head or LinearHead()
     params = attention.params + head.params
     core = attention.core_dims + head.core_dims
-    batch_dims = attention.params[0].ndim - attention.core_dims[0]
+    _check_start(attention, problem, params, method, p)
+    trials = _trials_shape(attention, problem, head)
+    batch_dims = len(trials)
+
+    param_lead = attention.params[0].ndim - attention.core_dims[0]
+
+    def per_trial(x: torch.Tensor) -> torch.Tensor:          # shared parameters: one copy per trial
+        return x.expand(*trials, *x.shape[param_lead:])
     rows: dict[str, list[torch.Tensor]] = {k: [] for k in ("loss", "norm", "corr", "max_prob", "W",
                                                           "turn", "step")}
     logged: list[int] = []
     previous: list[torch.Tensor] = []
 
     def log(step: int, risk: torch.Tensor, probs: torch.Tensor) -> None:
-        combined = attention.combined()
+        combined = per_trial(attention.combined())
         rows["turn"].append(direction_angle(combined, previous[0], batch_dims) if previous
                             else torch.full_like(risk.detach(), float("nan")))
         previous[:] = [combined.clone()]
         logged.append(step)
         rows["loss"].append(risk.detach())
-        rows["norm"].append(combined.flatten(batch_dims).norm(dim=-1))
-        rows["corr"].append(corr(combined, reference, batch_dims) if reference is not None
+        rows["norm"].append(_norm(combined.flatten(batch_dims)))
+        rows["corr"].append(correlation(combined, reference, batch_dims) if reference is not None
                             else torch.full_like(risk.detach(), float("nan")))
-        rows["max_prob"].append(max_probability(probs))
+        rows["max_prob"].append(mean_top(probs).expand(trials))
         if record_iterates:
             rows["W"].append(combined.clone())
         if callback is not None:
@@ -206,15 +226,15 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             if ridge:
                 grads = [g + 2 * ridge * q for q, g in zip(params, grads)]
             if method == "ngd":
-                updates = [lr * block_normalize(g, k, eps) for g, k in zip(grads, core)]
+                updates = [lr * _block_normalize(g, k, eps) for g, k in zip(grads, core)]
             elif method == "polyak":
-                excess = excess_over_optimal(evaluation, problem, loss)
+                excess = _shared(excess_over_optimal(evaluation, problem, loss), params, core)
                 updates = _polyak(grads, core, excess, lr, max_step)
             elif method == "spectral":
-                updates = [lr * (_polar(g) if k == 2 else block_normalize(g, k)) for g, k in zip(grads, core)]
+                updates = [lr * (_polar(g) if k == 2 else _block_normalize(g, k)) for g, k in zip(grads, core)]
             elif method == "mirror":
                 for u, g, k in zip(duals, grads, core):
-                    u -= lr * block_normalize(g, k)
+                    u -= lr * _block_normalize(g, k)
                 updates = [q - _from_dual(u, p) for q, u in zip(params, duals)]
             else:
                 updates = [lr * g for g in grads]
@@ -222,14 +242,69 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
                 shrink = torch.clamp(max_step / _length(updates, core), max=1.0).nan_to_num(1.0)
                 updates = [u * _expand(shrink, k) for u, k in zip(updates, core)]
             if logged_now:                  # the length is only measured where it is recorded
-                rows["step"].append(_length(updates, core))
+                rows["step"].append(_length(updates, core).expand(trials))
             for param, u in zip(params, updates):
                 param -= u
+            if not all(bool(torch.isfinite(q).all()) for q in params):
+                raise TrainingError(f"a parameter became NaN/inf at step {step + 1} (it passed "
+                                    "~1e308, or a callback wrote NaN); lower lr or start from a "
+                                    "smaller point")
 
     return History(steps=torch.tensor(logged), loss=torch.stack(rows["loss"]),
                    norm=torch.stack(rows["norm"]), corr=torch.stack(rows["corr"]),
                    max_prob=torch.stack(rows["max_prob"]), turn=torch.stack(rows["turn"]),
                    step=torch.stack(rows["step"]), iterates=torch.stack(rows["W"]) if record_iterates else None)
+
+
+def _norm(rows: torch.Tensor) -> torch.Tensor:
+    """Euclidean norm of each row, computed on the row divided by its largest entry (no overflow
+    for entries of 1e200 or 1e300)."""
+    top = rows.abs().amax(dim=-1)
+    safe = torch.where(top > 0, top, torch.ones_like(top))
+    return safe * (rows / safe.unsqueeze(-1)).norm(dim=-1)
+
+
+def _trials_shape(attention: Attention, problem: Problem, head: Head) -> tuple[int, ...]:
+    """The trials shape of a run: the parameters' and the problem's broadcast together."""
+    leads = [tuple(q.shape[: q.ndim - k]) for q, k in
+             zip(attention.params + head.params, attention.core_dims + head.core_dims)]
+    try:
+        return tuple(torch.broadcast_shapes(problem.batch_shape, *leads))
+    except RuntimeError:
+        raise ValueError(f"the parameters have trials shapes {leads} and the problem "
+                         f"{problem.batch_shape}: they must match (or one must be empty)") from None
+
+
+def _shared(per_trial: torch.Tensor, params: list[torch.Tensor], core: tuple[int, ...]) -> torch.Tensor:
+    """Sum a per-trial quantity over the trials dimensions that the parameters share (a W without
+    trials dimension trained on a batched problem minimises the summed risk)."""
+    lead = params[0].ndim - core[0]
+    while per_trial.ndim > lead:
+        per_trial = per_trial.sum(0)
+    return per_trial
+
+
+def _check_start(attention: Attention, problem: Problem, params: list[torch.Tensor], method: str,
+                 p: float) -> None:
+    """Refuse a start whose quantities leave float64's range (``ValueError``, saying why): the
+    combined parameter or the logits overflow (parameters ~1e300, or factors ~1e160), or, for
+    mirror descent, the dual variable ``|theta|^(p - 1)``. A start of 1e200 whose logits are finite
+    trains normally: the softmax is saturated and the update is defined."""
+    with torch.no_grad():
+        combined = attention.combined()
+        if not bool(torch.isfinite(combined).all()):
+            raise ValueError(f"the starting {attention.names[0]}'s combined parameter overflows "
+                             "float64 (factors of ~1e160 or more); start from a smaller point - the "
+                             "direction is what the theory is about, so rescale it")
+        logits = attention.logits(problem)
+        if problem.mask is not None:
+            logits = logits.masked_fill(~problem.mask, 0.0)
+        if not bool(torch.isfinite(logits).all()):
+            raise ValueError("the logits x^T W z overflow float64 at this start (parameters ~1e300 "
+                             "times the data); start from a smaller point with the same direction")
+        if method == "mirror" and not all(bool(torch.isfinite(_to_dual(q, p)).all()) for q in params):
+            raise ValueError(f"mirror descent's dual variable |theta|^(p - 1) overflows float64 at "
+                             f"this start (p = {p}); start from a smaller point")
 
 
 def _expand(per_trial: torch.Tensor, core_dims: int) -> torch.Tensor:

@@ -13,16 +13,21 @@ import numpy as np
 import torch
 
 DEFAULT_DTYPE = torch.float64
+SEED_LIMIT = 2 ** 64         # torch.manual_seed takes seeds below 2**64; larger ones are refused
 
 
 def set_seed(seed: int) -> torch.Generator:
     """Seed Python, NumPy and PyTorch, and return a CPU ``torch.Generator`` seeded with ``seed``.
 
     One seed per experiment: pass the returned generator to the data generators so that a notebook
-    run twice prints the same numbers.
+    run twice prints the same numbers. Seeds must lie in ``[0, 2**64 - 1]``; a larger one raises
+    ``ValueError`` (it is not reduced silently: two different seeds would give the same run).
     """
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be a non-negative integer, got {type(seed).__name__} {seed!r}")
+    if not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"seed must be a non-negative integer below 2**64 (what torch's generators take), "
+                         f"got {seed}; reduce a larger seed yourself, e.g. seed % 2**64")
     random.seed(int(seed))
     np.random.seed(int(seed) % 2**32)
     torch.manual_seed(int(seed))
@@ -30,17 +35,56 @@ def set_seed(seed: int) -> torch.Generator:
 
 
 def get_device(device: str | torch.device = "auto") -> torch.device:
-    """Resolve ``"auto"`` to CUDA when a GPU is present, else CPU; pass anything else through."""
+    """Resolve ``"auto"`` to CUDA when a GPU is present, else CPU; check any other device exists.
+
+    Raises ``ValueError`` naming the device asked and the devices this machine has when it asks
+    for CUDA (or MPS) that is not there, or a CUDA index beyond the GPUs present.
+    """
     if isinstance(device, torch.device):
-        return device
-    if not isinstance(device, str):
+        resolved = device
+    elif not isinstance(device, str):
         raise TypeError(f"device must be 'auto', 'cpu', 'cuda' or a torch.device, got {device!r}")
-    if device == "auto":
+    elif device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        return torch.device(device)
-    except RuntimeError:
-        raise ValueError(f"device {device!r} is not a device name; use 'auto', 'cpu' or 'cuda'") from None
+    else:
+        try:
+            resolved = torch.device(device)
+        except RuntimeError:
+            raise ValueError(f"device {device!r} is not a device name; use 'auto', 'cpu' or "
+                             "'cuda'") from None
+    check_available(resolved, device)
+    return resolved
+
+
+def available_devices() -> list[str]:
+    """The devices this machine has: ``cpu``, then ``cuda:0 ...`` and ``mps`` where present."""
+    names = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())
+                       if torch.cuda.is_available()]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        names.append("mps")
+    return names
+
+
+def check_available(resolved: torch.device, asked: Any = None) -> None:
+    """Raise ``ValueError`` unless ``resolved`` is a CPU, CUDA or MPS device present here."""
+    asked = resolved if asked is None else asked
+    have = available_devices()
+    hint = (f"this machine has {', '.join(have)}; use one of them, or device='auto', which picks "
+            "CUDA when there is a GPU and the CPU otherwise")
+    if resolved.type == "cpu":
+        return
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {str(asked)!r} asks for CUDA, but CUDA is not available "
+                             f"(no GPU, or torch built without CUDA): {hint}")
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise ValueError(f"device {str(asked)!r} asks for GPU {resolved.index}, but there are "
+                             f"{torch.cuda.device_count()}: {hint}")
+        return
+    if resolved.type == "mps" and "mps" in have:
+        return
+    raise ValueError(f"device {str(asked)!r} is not available: {hint}")
 
 
 def check_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
@@ -48,6 +92,25 @@ def check_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"{name} must be a floating torch dtype such as torch.float64, got {dtype!r}")
     return dtype
+
+
+def as_array(value: Any, name: str) -> torch.Tensor:
+    """Read ``value`` (tensor, array, list, number) as a tensor, keeping its dtype (booleans and
+    integers stay so). Raises ``TypeError`` for objects that are not arrays of real numbers
+    (strings, None, dicts, a :class:`Problem` where an array is expected, complex numbers)."""
+    if isinstance(value, (str, bytes, dict, set)) or value is None or not (
+            isinstance(value, (torch.Tensor, np.ndarray, list, tuple, int, float, np.number, np.bool_))):
+        raise TypeError(f"{name} must be an array of real numbers (tensor, array or list), "
+                        f"got {type(value).__name__}")
+    try:                                  # lists through NumPy: Python floats stay float64
+        tensor = torch.as_tensor(np.asarray(value) if isinstance(value, (list, tuple)) else value)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        raise TypeError(f"{name} must be an array of real numbers; could not read "
+                        f"{type(value).__name__} {str(value)[:40]!r} as one") from None
+    if not (tensor.is_floating_point() or tensor.dtype in (torch.int32, torch.int64, torch.bool,
+                                                            torch.int16, torch.int8, torch.uint8)):
+        raise TypeError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
+    return tensor
 
 
 def as_tensor(value: Any, name: str, dtype: torch.dtype | None = None,
@@ -58,22 +121,38 @@ def as_tensor(value: Any, name: str, dtype: torch.dtype | None = None,
     a :class:`Problem` or an attention where an array is expected) and ``ValueError`` for
     NaN/inf entries.
     """
-    if isinstance(value, (str, bytes, dict, set)) or value is None or not (
-            isinstance(value, (torch.Tensor, np.ndarray, list, tuple, int, float, np.number))):
-        raise TypeError(f"{name} must be an array of real numbers (tensor, array or list), "
-                        f"got {type(value).__name__}")
-    try:                                  # lists through NumPy: Python floats stay float64
-        tensor = torch.as_tensor(np.asarray(value) if isinstance(value, (list, tuple)) else value)
-    except (TypeError, ValueError, RuntimeError):
-        raise TypeError(f"{name} must be an array of real numbers; could not read "
-                        f"{type(value).__name__} {str(value)[:40]!r} as one") from None
-    if not (tensor.is_floating_point() or tensor.dtype in (torch.int32, torch.int64, torch.bool)):
-        raise TypeError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
+    tensor = as_array(value, name)
     tensor = tensor.to(dtype=dtype or (tensor.dtype if tensor.is_floating_point() else DEFAULT_DTYPE))
     if device is not None:
         tensor = tensor.to(get_device(device))
     check_finite(tensor, name)
     return tensor
+
+
+def as_mask(value: Any, name: str, shape: tuple[int, ...] | None = None,
+            meaning: str = "") -> torch.Tensor:
+    """A boolean tensor (True/False per entry) of ``shape`` if given; ``TypeError`` for anything
+    else (strings, None, 0/1 integers: a mask must say True or False)."""
+    tensor = as_array(value, name)
+    if tensor.dtype != torch.bool:
+        raise TypeError(f"{name} must be a boolean tensor{' ' + meaning if meaning else ''}, got "
+                        f"dtype {tensor.dtype} (convert with .bool() or == 1)")
+    if shape is not None and tuple(tensor.shape) != tuple(shape):
+        raise ValueError(f"{name} must be a boolean tensor of shape {tuple(shape)}{' ' + meaning if meaning else ''}, "
+                         f"got {tuple(tensor.shape)}")
+    return tensor
+
+
+def exact_scale(values: Any) -> float:
+    """A power of two ``s`` such that ``values * s`` has its largest entry in ``[2^-30, 2^30]``
+    (``s = 1`` when it already does, or when every entry is 0). Multiplying by a power of two is
+    exact in floating point, so solving a scale-invariant problem on ``values * s`` and scaling the
+    answer back gives the same digits as solving it directly, without overflow or underflow for
+    data of 1e-300 or 1e300."""
+    top = float(np.max(np.abs(np.asarray(values)))) if np.size(values) else 0.0
+    if not top > 0 or 2.0 ** -30 <= top <= 2.0 ** 30:
+        return 1.0
+    return 2.0 ** -np.frexp(top)[1]
 
 
 def check_finite(tensor: torch.Tensor, name: str) -> None:
