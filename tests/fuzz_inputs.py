@@ -636,6 +636,10 @@ def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     # report: claim / within / format_table / proportion_interval
     for ok in ("no", 1, None, 0.0, torch.tensor([True, False])):
         add("claim", "type", f"ok={ok!r}", lambda o=ok: A.claim("k", 1.0, o))
+    for kind in ("differs", "Reproduced", None, 3, ""):
+        add("claim", "argument", f"kind={kind!r}", lambda k=kind: A.claim("k", 1.0, True, kind=k))
+    for note in (3, b"x", ["a"]):
+        add("claim", "type", f"note={note!r}", lambda n=note: A.claim("k", 1.0, True, note=n))
     for key, value, fmt in ((3, 1.0, ".4f"), ("k", None, ".4f"), ("k", [1.0], ".4f"), ("k", 1.0, 4),
                             ("k", 1.0, "q"), ("a b", 1.0, ".4f"), ("", 1.0, ".4f")):
         add("claim", "argument", f"claim({key!r}, {value!r}, fmt={fmt!r})", lambda a=(key, value, True, fmt): A.claim(*a))

@@ -61,7 +61,8 @@ class TextNotebookFile(IPyNbFile):
         super().teardown()
         results = [_CELL_RESULTS.get(cell.nodeid) for cell in getattr(self, "cells", [])]
         if results and all(r is not None and r[0] for r in results):
-            notebook_cache.store(Path(str(self.path)), [cell.test_outputs or [] for cell in self.cells],
+            notebook_cache.store(Path(str(self.path)), self.nb,
+                                 [cell.test_outputs or [] for cell in self.cells],
                                  [r[1] for r in results], producer="nbval (make test)")
 
 

@@ -40,8 +40,18 @@ def test_within():
 
 
 def test_claim_status_and_key_validation():
-    assert A.claim("A3-test", 0.99861, ok=True) == "reproduced"
-    assert A.claim("A3-test", "3 / 8", ok=False) == "differs"
+    assert A.claim("A3-test", 0.99861, ok=True) == "observed"            # the default kind
+    assert A.claim("A3-test", 0.99861, ok=True, kind="reproduced") == "reproduced"
+    assert A.claim("A3-test", "3 / 8", ok=False, kind="reproduced") == "differs"
+    for kind in A.KINDS_OF_CLAIM:
+        assert A.claim("k", 1.0, ok=True, kind=kind) == kind
+        assert A.claim("k", 1.0, ok=False, kind=kind) == "differs"
+    assert A.claim("k", 1.0, ok=True, kind="fitted", note="(n, T) best of 5") == "fitted"
+    for bad in ("differs", "Reproduced", "", None, "equals"):
+        with pytest.raises(ValueError, match="kind must be one of"):
+            A.claim("k", 1.0, ok=True, kind=bad)
+    with pytest.raises(TypeError, match="note"):
+        A.claim("k", 1.0, ok=True, note=3)
     for bad in ("", "a:b", "a b", "a`b"):
         with pytest.raises(ValueError, match="claim key"):
             A.claim(bad, 1.0, ok=True)

@@ -17,6 +17,7 @@ thread: set ``OMP_NUM_THREADS=1``, as the Makefile does).
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 import time
@@ -39,7 +40,8 @@ def forced(path: Path) -> bool:
 
 def execute(path: Path) -> tuple[str, float, str | None]:
     """Run one chapter and cache it; returns (name, seconds, error text or None)."""
-    notebook = notebook_cache.read_chapter(path)
+    read = notebook_cache.read_chapter(path)
+    notebook = copy.deepcopy(read)                   # executed; `read` keeps the source's metadata
     client = nbclient.NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
                                      resources={"metadata": {"path": str(path.parent)}})
     outputs, seconds = [], []
@@ -55,7 +57,7 @@ def execute(path: Path) -> tuple[str, float, str | None]:
                 outputs.append(cell.outputs)
     except CellExecutionError as error:
         return path.name, time.perf_counter() - start, str(error)
-    notebook_cache.store(path, outputs, seconds, producer="tools/execute_chapters.py (make book)")
+    notebook_cache.store(path, read, outputs, seconds, producer="tools/execute_chapters.py (make book)")
     return path.name, time.perf_counter() - start, None
 
 

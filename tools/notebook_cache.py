@@ -115,15 +115,19 @@ def cached_record(cache, notebook: nbformat.NotebookNode):
         return None
 
 
-def store(path: Path, outputs: Sequence[list], cell_seconds: Sequence[float], producer: str) -> None:
-    """Cache chapter ``path`` with ``outputs[k]`` the outputs of its k-th code cell.
+def store(path: Path, notebook: nbformat.NotebookNode, outputs: Sequence[list],
+          cell_seconds: Sequence[float], producer: str) -> None:
+    """Cache ``notebook`` (chapter ``path`` as it was read and executed; the file may have changed
+    since) with ``outputs[k]`` the outputs of its k-th code cell.
 
-    The stored notebook is the chapter as read from its source (so its key matches), with the
-    outputs and execution counts filled in; ``cell_seconds`` are the code cells' run times.
+    The stored notebook is a copy of the one read from the source (so its key is that code's), with
+    the outputs and execution counts filled in; ``cell_seconds`` are the code cells' run times.
     """
+    import copy
+
     from jupyter_cache.base import CacheBundleIn
 
-    notebook = read_chapter(path)
+    notebook = copy.deepcopy(notebook)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     if len(code) != len(outputs) or len(code) != len(cell_seconds):
         raise ValueError(f"{path.name}: {len(code)} code cells, but outputs for {len(outputs)} "
@@ -154,3 +158,31 @@ def chapter_times(paths: Sequence[Path]) -> list[dict]:
             rows.append({"chapter": path.stem, "seconds": record.data.get("execution_seconds"),
                          "slowest_cell": max(cells), "producer": record.data.get("producer", "?")})
     return rows
+
+
+GLUE_MIME = "application/papermill.record/text/plain"
+
+
+def glued_values(path: Path) -> dict[str, str] | None:
+    """The values chapter ``path`` glued (MyST-NB ``glue``), as the text the book shows (strings
+    without their quotes), read from its cached execution; None when it is not cached."""
+    import ast
+
+    with locked_cache(clear_stale=False) as cache:
+        record = None if cache is None else cached_record(cache, read_chapter(path))
+        if record is None:
+            return None
+        notebook = cache.get_cache_bundle(record.pk).nb
+    values = {}
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            text = output.get("data", {}).get(GLUE_MIME)
+            if name is None or text is None:
+                continue
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                value = text
+            values[name] = value if isinstance(value, str) else text
+    return values

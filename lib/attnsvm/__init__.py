@@ -19,7 +19,7 @@ from .models import (LOSSES, Attention, DiagonalAttention, KQAttention, LinearHe
                      WAttention, attention_output, empirical_risk, predict)
 from .path import PathResult, PathWarning, regularization_path
 from .reluhead import a6_draw, ngd_relu_head, span_iterates
-from .report import claim, format_table, proportion_interval, within
+from .report import KINDS_OF_CLAIM, claim, format_table, proportion_interval, within
 from .scale import at_scale, scale
 from .solution_set import SolutionSetProbe, probe_solution_set
 from .selections import KINDS, OUTCOMES, SVMCache, classify_selections, run_outcomes, selection_kind, svm_stack
@@ -39,7 +39,7 @@ __all__ = [
     "WAttention",
     "attention_output", "empirical_risk", "predict",
     "PathResult", "PathWarning", "regularization_path",
-    "claim", "format_table", "proportion_interval", "within", "at_scale", "scale",
+    "KINDS_OF_CLAIM", "claim", "format_table", "proportion_interval", "within", "at_scale", "scale",
     "KINDS", "OUTCOMES", "SVMCache", "classify_selections", "run_outcomes", "selection_kind", "svm_stack",
     "IllConditionedError", "InfeasibleError", "SVMResult", "att_svm", "is_locally_optimal", "p_svm",
     "History", "TrainingError", "block_normalize", "train",

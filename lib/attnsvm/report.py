@@ -13,7 +13,20 @@ import math
 import numbers
 from typing import Sequence
 
-STATUS = ("reproduced", "differs")
+# The status words of the reproduction report, one meaning each (the report's legend explains them):
+KINDS_OF_CLAIM = {
+    "reproduced": "our independent run meets a criterion, fixed before the run, against a "
+                  "published value (a figure, table or theorem of the papers)",
+    "equals the authors' code": "our library run equals the authors' public code on their "
+                                "instance and protocol",
+    "consistent": "a statistical comparison (both sides' intervals, the same denominator) cannot "
+                  "tell our value from the reference",
+    "fitted": "a free parameter was chosen to match the target (the row names it and how many "
+              "candidates were tried)",
+    "observed": "our own experiment, no published value to compare with",
+}
+DIFFERS = "differs"
+STATUS = tuple(KINDS_OF_CLAIM) + (DIFFERS,)
 
 
 def format_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
@@ -67,14 +80,25 @@ def proportion_interval(count: int, total: int, z: float = 1.959964) -> tuple[fl
     return low, 1.0 if count == total else min(1.0, centre + half)
 
 
-def claim(key: str, value: float | str, ok: bool, fmt: str = ".4f") -> str:
+def claim(key: str, value: float | str, ok: bool, fmt: str = ".4f", kind: str = "observed",
+          note: str | None = None) -> str:
     """Glue a measured claim for the reproduction report and return its status word.
 
-    Glues ``key`` (the value, formatted with ``fmt`` when it is a number) and ``key-status``
-    (``"reproduced"`` when ``ok``, else ``"differs"``). ``ok`` is the report's criterion (e.g.
-    :func:`within` the paper's value); the chapter's ``assert`` cells, not this, decide whether the
-    build passes. Needs MyST-NB (installed with the book's requirements).
+    Glues ``key`` (the value, formatted with ``fmt`` when it is a number) and ``key-status``: the
+    ``kind`` of the comparison when ``ok``, else ``"differs"``. The kinds are the keys of
+    :data:`KINDS_OF_CLAIM`: ``"reproduced"`` (a published value, criterion fixed beforehand),
+    ``"equals the authors' code"``, ``"consistent"`` (statistical, both intervals), ``"fitted"`` (a
+    free parameter chosen to match) and ``"observed"`` (the default: our own experiment, no
+    published value). ``ok`` is the row's criterion (e.g. :func:`within` the paper's value); the
+    chapter's ``assert`` cells, not this, decide whether the build passes. ``note`` (optional, e.g.
+    which parameter was fitted among how many candidates) is glued as ``key-note``. A check that
+    holds by construction is a sanity check: do not make it a claim. Needs MyST-NB.
     """
+    if kind not in KINDS_OF_CLAIM:
+        raise ValueError(f"kind must be one of {sorted(KINDS_OF_CLAIM)}, got {kind!r} "
+                         f"('{DIFFERS}' is not a kind: it is the status of a claim whose ok is False)")
+    if note is not None and not isinstance(note, str):
+        raise TypeError(f"note must be a string or None, got {type(note).__name__}")
     if not isinstance(key, str):
         raise TypeError(f"a claim key must be a string, got {type(key).__name__}")
     if getattr(ok, "dtype", None) is not None and str(ok.dtype) in ("bool", "torch.bool") \
@@ -95,7 +119,9 @@ def claim(key: str, value: float | str, ok: bool, fmt: str = ".4f") -> str:
 
     if not key or any(c in key for c in ": `"):
         raise ValueError(f"a claim key must be non-empty, without ':', '`' or spaces; got {key!r}")
-    status = STATUS[0] if ok else STATUS[1]
+    status = kind if ok else DIFFERS
     glue(key, text, display=False)
     glue(f"{key}-status", status, display=False)
+    if note is not None:
+        glue(f"{key}-note", note, display=False)
     return status
