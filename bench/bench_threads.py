@@ -6,7 +6,8 @@ default, each kernel starts one thread per core, so two kernels oversubscribe th
 therefore sets ``OMP_NUM_THREADS=1``. This script measures that choice: each workload below is run in
 two concurrent processes, once with ``OMP_NUM_THREADS=1`` and once with the variable unset, and the
 wall times are printed side by side with their ratio. The workloads are the book's heavy cells,
-shortened so that the whole script takes about two minutes:
+shortened (about one minute with one thread; the default thread count can take several times
+longer: measured on an idle 2-core machine, 8x on A3, 4x on A4, 1x on A5, 33x on A6):
 
 - A3: normalized GD on W for 100 A3 runs (n=6, T=8, d=10), 1000 steps (chapters 3, 3b, 4);
 - A4: normalized GD on 3 x 6 grid points of 100 runs (n=5, T=5), 1000 steps (chapter 5);
