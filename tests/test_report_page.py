@@ -42,9 +42,30 @@ def test_pasted_values_are_claims_of_their_chapter():
             assert f'glue("{key}"' in (ROOT / "book" / doc).read_text()
             continue
         assert doc in chapters, f"{doc} is not a chapter"
-        claim = key.removesuffix("-status")
+        claim = key.removesuffix("-status").removesuffix("-note")
         text = chapters[doc]          # a key may be chosen in code, e.g. {"A1": "T1-A1"}[name]
         assert "A.claim(" in text and f'"{claim}"' in text, f"{doc} never claims {claim!r}"
+
+
+def test_report_counts_its_status_words():
+    """The report glues this build's count of each status word, from its own rows (book/report.md's
+    counting cell) and explains every word the library's A.claim can return."""
+    import attnsvm as A
+
+    report = REPORT.read_text()
+    assert "{glue:text}`report-counts:s`" in report and 'glue("report-counts"' in report
+    assert "execution_mode: force" in report.split("---")[1]      # re-counted on every build
+    for word in A.report.STATUS:
+        assert f"- `{word}`:" in report, f"the legend does not explain {word!r}"
+
+
+def test_paper_rows_name_their_source_and_protocol():
+    lines = REPORT.read_text().splitlines()
+    headers = [line for line in lines if line.startswith("| id | claim |")]
+    assert headers and all("| source |" in h and "protocol against the authors'" in h for h in headers)
+    for line in lines:
+        if re.match(r"^\| [ABTV]\d", line):
+            assert len(line.strip().strip("|").split(" | ")) == 9, line[:60]
 
 
 def test_every_claim_and_numbered_check_has_a_row():
