@@ -103,4 +103,4 @@ def test_the_book_chapters_are_the_text_notebooks_of_the_toc():
     chapters = notebook_cache.book_chapters()
     names = [p.stem for p in chapters]
     assert names[0] == "ch01_model" and "numerics" in names and "status" in names
-    assert "intro" not in names and "report" not in names and "claims" not in names
+    assert "intro" not in names and "claims" not in names and "references" not in names
