@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .svm import IllConditionedError, InfeasibleError, _min_norm_point, _numpy, _scaled_norm
+from .svm import (IllConditionedError, InfeasibleError, _check_sizes, _min_norm_point, _numpy,
+                  _scaled_norm)
 from .utils import as_array, as_mask, as_tensor, check_positive, exact_scale
 
 
@@ -124,6 +125,7 @@ def _check_data(X, Z) -> tuple[np.ndarray, np.ndarray]:
     X, Z = _numpy(X, "X"), _numpy(Z, "Z")
     if X.ndim != 3 or Z.shape != (X.shape[0], X.shape[2]):
         raise ValueError(f"X must be (n, T, d) and Z (n, d); got {X.shape} and {Z.shape}")
+    _check_sizes(X, "X")
     return X, Z
 
 

@@ -18,8 +18,8 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .svm import (InfeasibleError, SVMResult, _min_norm_point, _numpy, _result,
-                  _selection, token_differences)
+from .svm import (InfeasibleError, SVMResult, _check_sizes, _min_norm_point, _numpy, _result,
+                  _scaled_norm, _selection, token_differences)
 from .utils import as_array, check_positive
 
 
@@ -45,6 +45,8 @@ def v_svm(X, Y, alpha, support_tol: float = 1e-5) -> SVMResult:
         raise ValueError(f"X must be (n, T, d) and Y (n,); got {X.shape} and {Y.shape}")
     if not np.isin(Y, (-1.0, 1.0)).all():
         raise ValueError("labels Y must be -1 or +1")
+    if X.shape[0] < 1 or X.shape[1] < 1 or X.shape[2] < 1:
+        raise ValueError(f"X has shape {X.shape}: need n >= 1 examples, T >= 1 tokens and d >= 1")
     n, T, d = X.shape
     alpha = _selection(alpha, n, T)
     features = Y[:, None] * X[np.arange(n), alpha]
@@ -54,7 +56,7 @@ def v_svm(X, Y, alpha, support_tol: float = 1e-5) -> SVMResult:
                               "be separated by a hyperplane through the origin (e.g. a token and "
                               "its negative, or the same token, with both labels)")
     margins = features @ v
-    return SVMResult(W=torch.from_numpy(v), norm="fro", objective=float(np.linalg.norm(v)),
+    return SVMResult(W=torch.from_numpy(v), norm="fro", objective=_scaled_norm(v),
                      margins=torch.from_numpy(margins[:, None]),
                      support=torch.from_numpy(margins[:, None] <= 1 + support_tol), rank=1)
 
@@ -68,6 +70,7 @@ def relaxed_p_svm(keys, alpha, supported, support_tol: float = 1e-5) -> SVMResul
     K = _numpy(keys, "keys")
     if K.ndim != 3:
         raise ValueError(f"keys must have shape (n, T, d), got {K.shape}")
+    _check_sizes(K, "keys")
     n, T, d = K.shape
     alpha = _selection(alpha, n, T)
     S = as_array(supported, "supported").cpu()
@@ -81,7 +84,7 @@ def relaxed_p_svm(keys, alpha, supported, support_tol: float = 1e-5) -> SVMResul
     if p is None:
         raise InfeasibleError("relaxed p-SVM is infeasible: no p gives every supported example's "
                               "selected key a margin of 1 while keeping the others' at least 0")
-    result = _result(p, diffs @ p, alpha, "fro", float(np.linalg.norm(p)), support_tol)
+    result = _result(p, diffs @ p, alpha, "fro", _scaled_norm(p), support_tol)
     active = torch.where(S[:, None], result.margins <= 1 + support_tol,
                          result.margins.abs() <= support_tol)
     return replace(result, support=active)

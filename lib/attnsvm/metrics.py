@@ -82,8 +82,14 @@ def numerical_rank(W, rtol: float = 1e-6) -> torch.Tensor:
     if W.ndim < 2 or not W.numel():
         raise ValueError(f"W must be a matrix (..., d, k) with d, k >= 1, got {tuple(W.shape)}")
     top = W.abs().amax((-2, -1), keepdim=True)
+    if bool(((top > 0) & (top < torch.finfo(W.dtype).tiny)).any()):
+        raise ValueError(f"W's largest entry is subnormal (below {torch.finfo(W.dtype).tiny:.1e} in "
+                         f"{W.dtype}): its digits are lost, so no rank can be read off; rescale W")
     extreme = (top > 0) & ((top < 2.0 ** -30) | (top > 2.0 ** 30))     # exact power-of-two rescale
-    W = W * torch.where(extreme, torch.pow(2.0, -torch.frexp(top).exponent.to(W.dtype)), torch.ones_like(top))
+    exponent = torch.where(extreme, torch.frexp(top).exponent, torch.zeros_like(top, dtype=torch.int32))
+    half = torch.div(exponent, 2, rounding_mode="floor")          # in two factors: 2^-e alone
+    for e in (half, exponent - half):                              # overflows for subnormal tops
+        W = W * torch.pow(2.0, -e.to(W.dtype))
     sigma = torch.linalg.svdvals(W.to(torch.float64))
     top = sigma[..., :1]
     return (sigma > rtol * top).sum(-1) * (top[..., 0] > 0)
@@ -119,8 +125,12 @@ def probability_off(probabilities: torch.Tensor, alpha: torch.Tensor) -> torch.T
     """Softmax mass on every token *but* ``alpha``, shape ``(*B, n)``.
 
     It sums the small probabilities themselves, so it stays accurate where ``1 - s_alpha`` has
-    cancelled to 0 (a saturated softmax; see the book's numerics appendix)."""
+    cancelled to 0 (a saturated softmax; see the book's numerics appendix). The rows must be
+    softmax outputs, summing to 1 (within 1e-4)."""
     probabilities = _probabilities(probabilities)
+    if bool(((probabilities.sum(-1) - 1).abs() > 1e-4).any()):
+        raise ValueError("probabilities must be softmax outputs whose rows sum to 1; the mass off "
+                         "a selection is not defined for other weights")
     alpha = _indices(alpha, tuple(probabilities.shape[:-1]), probabilities.shape[-1], probabilities.device)
     others = torch.arange(probabilities.shape[-1], device=probabilities.device) != alpha.unsqueeze(-1)
     return (probabilities * others).sum(-1)

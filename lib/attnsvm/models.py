@@ -81,7 +81,7 @@ class WAttention(Attention):
         return self.params[0]
 
     def logits(self, problem: Problem) -> torch.Tensor:
-        _check_dim(problem, self.W.shape[-1])
+        _check_dim(problem, self.W.shape[-1], self.params)
         Wz = problem.Z @ self.W.transpose(-1, -2)                        # (W z_i)^T, (*B, n, d)
         return problem.mask_logits((problem.X @ Wz.unsqueeze(-1)).squeeze(-1))
 
@@ -118,7 +118,7 @@ class KQAttention(Attention):
         return self.params[1]
 
     def logits(self, problem: Problem) -> torch.Tensor:
-        _check_dim(problem, self.K.shape[-2])
+        _check_dim(problem, self.K.shape[-2], self.params)
         Wz = (problem.Z @ self.Q) @ self.K.transpose(-1, -2)             # (K Q^T z_i)^T
         return problem.mask_logits((problem.X @ Wz.unsqueeze(-1)).squeeze(-1))
 
@@ -147,7 +147,7 @@ class DiagonalAttention(Attention):
         return cls(k, torch.zeros_like(k))
 
     def logits(self, problem: Problem) -> torch.Tensor:
-        _check_dim(problem, self.params[0].shape[-1])
+        _check_dim(problem, self.params[0].shape[-1], self.params)
         scaled = problem.Z * (self.params[0] * self.params[1]).unsqueeze(-2)     # diag(k q) z_i
         return problem.mask_logits((problem.X @ scaled.unsqueeze(-1)).squeeze(-1))
 
@@ -182,7 +182,8 @@ class PromptAttention(Attention):
         return self.params[0]
 
     def logits(self, problem: Problem) -> torch.Tensor:
-        _check_dim(problem, self.p.shape[-1] if self.key_matrix is None else self.key_matrix.shape[-2])
+        _check_dim(problem, self.p.shape[-1] if self.key_matrix is None else self.key_matrix.shape[-2],
+                   self.params)
         keys = problem.X if self.key_matrix is None else problem.X @ self.key_matrix
         return problem.mask_logits(torch.einsum("...ntd,...d->...nt", keys, self.p))
 
@@ -201,6 +202,11 @@ def attention_output(X: torch.Tensor, logits: torch.Tensor, stable: bool = True)
     if X.ndim < 3 or tuple(logits.shape[-2:]) != tuple(X.shape[-3:-1]):
         raise ValueError(f"logits {tuple(logits.shape)} must end with X's (n, T) "
                          f"{tuple(X.shape[-3:-1])}")
+    if bool(torch.isnan(logits).any()) or bool((logits == float("inf")).any()) \
+            or bool((logits == -float("inf")).all(-1).any()):
+        raise ValueError("the logits hold NaN or +inf, or a query with every logit -inf (no token "
+                         "to attend to): they overflow float64 or the mask hides everything; "
+                         "rescale W, X or z")
     if not stable:
         return torch.einsum("...nt,...ntd->...nd", torch.softmax(logits, dim=-1), X)
     top = logits.detach().argmax(dim=-1, keepdim=True)
@@ -286,7 +292,11 @@ def predict(attention: Attention, problem: Problem, head: Head | None = None,
     check_compatible(attention, problem)
     check_head(head, problem)
     head = head or LinearHead()
-    return head(attention_output(problem.X, attention.logits(problem), stable), problem)
+    out = head(attention_output(problem.X, attention.logits(problem), stable), problem)
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError("the model's outputs overflow float64 (NaN or inf): the tokens, the head "
+                         "or the attention parameters are too large; rescale them")
+    return out
 
 
 def empirical_risk(attention: Attention, problem: Problem, head: Head | None = None,
@@ -295,7 +305,11 @@ def empirical_risk(attention: Attention, problem: Problem, head: Head | None = N
     stable = check_flag(stable, "stable")
     check_compatible(attention, problem)
     check_head(head, problem)
-    return risk_from_logits(attention.logits(problem), problem, head, loss, stable)
+    risk = risk_from_logits(attention.logits(problem), problem, head, loss, stable)
+    if not bool(torch.isfinite(risk).all()):
+        raise ValueError(f"the {loss} risk overflows float64 (NaN or inf): the margins Y f are too "
+                         "large and negative for this loss; rescale W, X or z, or use the logistic loss")
+    return risk
 
 
 def check_loss(loss: str) -> None:
@@ -368,8 +382,13 @@ def risk_from_logits(logits: torch.Tensor, problem: Problem, head: Head | None =
     return LOSSES[loss](problem.Y * outputs).mean(dim=-1)
 
 
-def _check_dim(problem: Problem, d: int) -> None:
+def _check_dim(problem: Problem, d: int, params: list[torch.Tensor]) -> None:
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     if problem.d != d:
         raise ValueError(f"the attention parameters act on dimension {d}, the tokens have d={problem.d}")
+    for p in params:
+        if p.dtype != problem.X.dtype or p.device != problem.X.device:
+            raise ValueError(f"the attention parameters are {p.dtype} on {p.device} but the problem "
+                             f"is {problem.X.dtype} on {problem.X.device}; use problem.to(...) or "
+                             "build the parameters with the same dtype/device")

@@ -34,7 +34,7 @@ from .gradients import Evaluation, no_worse, risk_and_gradients, supports
 from .metrics import corr
 from .models import (Attention, Head, KQAttention, LinearHead, PromptAttention, WAttention,
                      check_compatible, check_head, check_loss, empirical_risk)
-from .utils import as_tensor, check_count, check_flag, check_generator, check_positive
+from .utils import SEED_LIMIT, as_tensor, check_count, check_flag, check_generator, check_positive
 
 
 MEMORY = 10          # accepted losses the non-monotone step test looks back on
@@ -558,8 +558,9 @@ def _restart_generator(restarts: int, generator, seed) -> torch.Generator | None
     (0 by default)."""
     check_generator(generator)
     if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 63:
-            raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < SEED_LIMIT:
+            raise ValueError(f"seed must be an integer in [0, 2**32) (PyTorch's CPU generator uses 32 "
+                             f"bits of a seed), got {seed!r}")
         if generator is not None:
             raise ValueError("give either generator or seed for the restarts, not both")
     if not restarts:

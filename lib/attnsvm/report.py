@@ -64,18 +64,19 @@ def proportion_interval(count: int, total: int, z: float = 1.959964) -> tuple[fl
     """
     if any(isinstance(x, bool) or not isinstance(x, numbers.Real) for x in (count, total)):
         raise TypeError(f"count and total must be whole numbers, got {count!r} and {total!r}")
-    if not all(math.isfinite(x) for x in (count, total)) or any(float(x) != int(x) for x in (count, total)):
-        raise ValueError(f"count and total must be whole numbers, got {count!r} and {total!r}")
+    for x in (count, total):                 # integers of any size; floats only when whole
+        if not isinstance(x, numbers.Integral) and not (math.isfinite(x) and float(x).is_integer()):
+            raise ValueError(f"count and total must be whole numbers, got {count!r} and {total!r}")
     count, total = int(count), int(total)
     if total < 1 or not 0 <= count <= total:
         raise ValueError(f"need 0 <= count <= total and total >= 1, got {count} of {total}")
     if isinstance(z, bool) or not isinstance(z, numbers.Real) or not (z > 0 and math.isfinite(z)):
         raise ValueError(f"z must be a positive finite number (1.96 for 95%), got {z!r}")
     p = count / total
-    total = float(total)                 # (total * total as an int of 1e600 does not fit a float)
-    denominator = 1 + z * z / total
-    centre = (p + z * z / (2 * total)) / denominator
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
+    inv = 1 / total                      # exact int division: no float overflow for totals of 1e400
+    denominator = 1 + z * z * inv
+    centre = (p + z * z * inv / 2) / denominator
+    half = z * math.sqrt(inv) * math.sqrt(p * (1 - p) + z * z * inv / 4) / denominator  # no underflow
     low = 0.0 if count == 0 else max(0.0, centre - half)
     return low, 1.0 if count == total else min(1.0, centre + half)
 
@@ -94,7 +95,7 @@ def claim(key: str, value: float | str, ok: bool, fmt: str = ".4f", kind: str = 
     which parameter was fitted among how many candidates) is glued as ``key-note``. A check that
     holds by construction is a sanity check: do not make it a claim. Needs MyST-NB.
     """
-    if kind not in KINDS_OF_CLAIM:
+    if not isinstance(kind, str) or kind not in KINDS_OF_CLAIM:
         raise ValueError(f"kind must be one of {sorted(KINDS_OF_CLAIM)}, got {kind!r} "
                          f"('{DIFFERS}' is not a kind: it is the status of a claim whose ok is False)")
     if note is not None and not isinstance(note, str):
@@ -111,6 +112,9 @@ def claim(key: str, value: float | str, ok: bool, fmt: str = ".4f", kind: str = 
         raise TypeError(f"value must be a number or a string, got {type(value).__name__}")
     if not isinstance(fmt, str):
         raise TypeError(f"fmt must be a format string such as '.4f', got {type(fmt).__name__}")
+    if not isinstance(value, str) and not math.isfinite(float(value)):
+        raise ValueError(f"the value of claim {key!r} is {value!r}: a report value must be a finite "
+                         "number, or a string that says why there is none (e.g. 'not defined: ...')")
     try:
         text = value if isinstance(value, str) else format(float(value), fmt)
     except ValueError:

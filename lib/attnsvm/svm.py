@@ -28,7 +28,7 @@ import torch
 
 from .data import Problem
 from .metrics import numerical_rank
-from .utils import as_array, as_mask, as_tensor, check_positive
+from .utils import as_array, as_mask, as_tensor, check_positive, exact_scale
 
 
 class InfeasibleError(ValueError):
@@ -329,15 +329,22 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
     _check_sizes(X, "X")
     n, T, d = X.shape
     alpha = _selection(alpha, n, T)
-    diffs = token_differences(X, alpha)                                   # (n, T-1, d)
     keep = _constrained(mask, alpha, n, T)                                # (n, T-1)
+    if not keep.any():
+        raise ValueError("no constraint: every query sees only its selected token (nothing to "
+                         "separate); the SVM is undefined")
+    # data whose products x z^T would overflow or underflow (1e300, 1e-300) are solved rescaled
+    # by exact powers of two, the answer W scaled back by the same factors (the constraints are
+    # bilinear in X, Z, W); other data are solved as they are (the solver normalizes them anyway)
+    top = float(np.abs(X).max()) * float(np.abs(Z).max())
+    extreme = not (top == 0 or 1e-290 <= top <= 1e290)
+    sx, sz = (exact_scale(X), exact_scale(Z)) if extreme else (1.0, 1.0)
+    X, Z = X * sx, Z * sz
+    diffs = token_differences(X, alpha)                                   # (n, T-1, d)
     # Both norms are unitarily invariant, so projecting W onto span(differences) x span(queries)
     # keeps every constraint and never increases the norm: solve for the small core M only.
     left, right = _basis(diffs.reshape(-1, d)), _basis(Z)
     reduced = np.einsum("ntu,nv->ntuv", diffs @ left, Z @ right)[keep].reshape(int(keep.sum()), -1)
-    if not keep.any():
-        raise ValueError("no constraint: every query sees only its selected token (nothing to "
-                         "separate); the SVM is undefined")
     try:
         core = _solve(reduced, (left.shape[1], right.shape[1]), norm, solver)
     except InfeasibleError:
@@ -346,6 +353,10 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
             [f[k] for f, k in zip(features, keep)], [g[k] for g, k in zip(diffs, keep)], Z)) from None
     W = left @ core @ right.T
     margins = np.where(keep, np.einsum("ntd,de,ne->nt", diffs, W, Z), np.inf)
+    W = W * (sx * sz)
+    if not np.isfinite(W).all():
+        raise IllConditionedError("the solution's entries overflow float64: the data are too small "
+                                  "(~1e-300 or less); rescale X or Z")
     exact = norm == "fro" and solver == "CLARABEL"
     return _result(W, margins, alpha, norm, _scaled_norm(W, norm), support_tol, rank_tol,
                    unique=norm == "fro", accuracy="exact" if exact else "solver")

@@ -13,23 +13,25 @@ import numpy as np
 import torch
 
 DEFAULT_DTYPE = torch.float64
-SEED_LIMIT = 2 ** 64         # torch.manual_seed takes seeds below 2**64; larger ones are refused
+SEED_LIMIT = 2 ** 32         # torch's CPU generator and NumPy use 32 bits of a seed: a larger seed
+                            # would give the run of a smaller one, so it is refused
 
 
 def set_seed(seed: int) -> torch.Generator:
     """Seed Python, NumPy and PyTorch, and return a CPU ``torch.Generator`` seeded with ``seed``.
 
     One seed per experiment: pass the returned generator to the data generators so that a notebook
-    run twice prints the same numbers. Seeds must lie in ``[0, 2**64 - 1]``; a larger one raises
-    ``ValueError`` (it is not reduced silently: two different seeds would give the same run).
+    run twice prints the same numbers. Seeds must lie in ``[0, 2**32 - 1]``: PyTorch's CPU
+    generator and NumPy read only 32 bits of a seed, so a larger one would silently give the run of
+    a smaller one (``2**32 + 5`` that of ``5``); it raises ``ValueError`` instead.
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"seed must be a non-negative integer, got {type(seed).__name__} {seed!r}")
     if not 0 <= seed < SEED_LIMIT:
-        raise ValueError(f"seed must be a non-negative integer below 2**64 (what torch's generators take), "
-                         f"got {seed}; reduce a larger seed yourself, e.g. seed % 2**64")
+        raise ValueError(f"seed must be a non-negative integer below 2**32 (PyTorch's CPU generator "
+                         f"and NumPy use 32 bits of a seed), got {seed}; choose a smaller seed")
     random.seed(int(seed))
-    np.random.seed(int(seed) % 2**32)
+    np.random.seed(int(seed))
     torch.manual_seed(int(seed))
     return torch.Generator().manual_seed(int(seed))
 
@@ -152,6 +154,9 @@ def exact_scale(values: Any) -> float:
     top = float(np.max(np.abs(np.asarray(values)))) if np.size(values) else 0.0
     if not top > 0 or 2.0 ** -30 <= top <= 2.0 ** 30:
         return 1.0
+    if top < np.finfo(np.float64).tiny:
+        raise ValueError(f"the data's largest entry, {top:.1e}, is subnormal (below 2.2e-308): its "
+                         "digits are lost; rescale the data")
     return 2.0 ** -np.frexp(top)[1]
 
 
