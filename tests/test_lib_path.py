@@ -378,3 +378,15 @@ def test_path_trials_shapes(a1):
     assert torch.allclose(shared.iterates, stacked.iterates, rtol=1e-12, atol=1e-14)
     with pytest.raises(ValueError, match="one set of parameters per trial"):
         A.regularization_path(A.WAttention(starts[0]), A.Problem.stack([problem] * 2), [1.0])
+
+
+def test_restarts_with_a_nonlinear_head():
+    """With an MLP head the path compares starts by the risk alone; restarts must work there too."""
+    g = A.set_seed(3)
+    P = A.random_problem(2, 3, 3, trials=2, generator=g)
+    V = torch.randn(2, 3, 3, generator=g, dtype=torch.float64)
+    W0 = 0.01 * torch.randn(2, 3, 3, generator=g, dtype=torch.float64)
+    result = A.regularization_path(A.WAttention(W0), P, [1.0, 3.0], head=A.MLPHead(V), steps=50,
+                                   restarts=2, seed=0, warn=False)
+    assert result.iterates.shape == (2, 2, 3, 3) and bool(torch.isfinite(result.iterates).all())
+    assert result.start.shape == (2, 2) and int(result.start.max()) <= 4

@@ -530,7 +530,8 @@ def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[to
 
 def _pick(evaluation: Evaluation, index: int) -> Evaluation:
     """Entry ``index`` of the leading (starts) dimension of a batched evaluation."""
-    return Evaluation(evaluation.risk[index], evaluation.probs[index],
+    probs = evaluation.probs if not evaluation.probs.numel() else evaluation.probs[index]  # a head's:
+    return Evaluation(evaluation.risk[index], probs,                                    # none kept
                       [g[index] for g in evaluation.grads], evaluation.top[index],
                       evaluation.excess[index])
 
