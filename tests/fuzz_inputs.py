@@ -715,6 +715,19 @@ def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     for norm in ("fro", 0.5, None, math.nan):
         add("probe_solution_set", "norm", f"norm={norm!r}",
             lambda q=norm: A.probe_solution_set(P.X, P.Z, P.opt, q, D))
+    # nuclear_dual / first_order_nuclear_svm
+    dual = A.nuclear_dual(P.X, P.Z, P.opt)
+    for s in SCALES[:2]:
+        add("nuclear_dual", "extreme", f"X x {s:g}",
+            checked(lambda s=s: A.nuclear_dual(P.X * s, P.Z, P.opt),
+                    lambda r, s=s: abs(r.value * s / dual.value - 1) <= 1e-6))
+    for value in BAD_ARRAYS:
+        add("nuclear_dual", "non-numeric", f"X={str(value)[:30]}", lambda v=value: A.nuclear_dual(v, P.Z, P.opt))
+        add("first_order_nuclear_svm", "non-numeric", f"X={str(value)[:30]}",
+            lambda v=value: A.first_order_nuclear_svm(v, P.Z, P.opt))
+    add("first_order_nuclear_svm", "extreme", "X x 1e200",
+        checked(lambda: A.first_order_nuclear_svm(P.X * 1e200, P.Z, P.opt),
+                lambda r: r.W is not None and bool(torch.isfinite(r.W).all())))
     history = A.train(A.WAttention.zeros(4), P, 4)
     for tol in (0.0, -1.0, math.nan, "x"):
         add("History", "tolerance", f"unsettled({tol!r})", lambda t=tol: history.unsettled(t))

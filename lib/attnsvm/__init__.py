@@ -13,6 +13,7 @@ from .gensvm import GenSVMResult, finite_part, gen_svm, selected_sets, svm_eq_fi
 from .gradients import excess_risk, optimal_risk
 from .jointsvm import relaxed_p_svm, v_svm
 from .normsvm import matrix_norm, norm_svm
+from .nuclear import FirstOrderNuclear, NuclearDual, first_order_nuclear_svm, nuclear_dual
 from .metrics import (corr, is_global, max_probability, numerical_rank, probability_off, probability_on,
                       selected_tokens)
 from .models import (LOSSES, Attention, DiagonalAttention, KQAttention, LinearHead, MLPHead, PenalizedHead, PromptAttention,
@@ -32,7 +33,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Problem", "figure_problem", "random_problem", "constraint_features", "kkt_multipliers", "excess_risk", "optimal_risk",
     "GenSVMResult", "finite_part", "gen_svm", "selected_sets", "svm_eq_fit", "relaxed_p_svm", "v_svm",
-    "matrix_norm", "norm_svm", "SolutionSetProbe", "probe_solution_set", "a6_draw", "ngd_relu_head", "span_iterates",
+    "matrix_norm", "norm_svm", "FirstOrderNuclear", "NuclearDual", "first_order_nuclear_svm", "nuclear_dual", "SolutionSetProbe", "probe_solution_set", "a6_draw", "ngd_relu_head", "span_iterates",
     "corr", "is_global", "max_probability", "numerical_rank", "probability_off", "probability_on",
     "selected_tokens",
     "LOSSES", "Attention", "DiagonalAttention", "KQAttention", "LinearHead", "MLPHead", "PenalizedHead", "PromptAttention",
