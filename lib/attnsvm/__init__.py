@@ -24,7 +24,8 @@ from .report import KINDS_OF_CLAIM, claim, format_table, proportion_interval, wi
 from .scale import at_scale, scale
 from .solution_set import SolutionSetProbe, probe_solution_set
 from .selections import KINDS, OUTCOMES, SVMCache, classify_selections, run_outcomes, selection_kind, svm_stack
-from .svm import IllConditionedError, InfeasibleError, SVMResult, att_svm, is_locally_optimal, p_svm
+from .svm import SVMResult, att_svm, is_locally_optimal, p_svm
+from .svm_core import IllConditionedError, InfeasibleError
 from .train import History, TrainingError, block_normalize, train
 from .utils import DEFAULT_DTYPE, get_device, set_seed
 

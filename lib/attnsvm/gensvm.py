@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .svm import (IllConditionedError, InfeasibleError, _check_sizes, _min_norm_point, _numpy,
-                  _scaled_norm)
+from .svm import _check_sizes, _numpy
+from .svm_core import IllConditionedError, InfeasibleError, _min_norm_point, _scaled_norm
 from .utils import as_array, as_mask, as_tensor, check_positive, exact_scale
 
 

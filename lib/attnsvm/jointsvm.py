@@ -18,8 +18,8 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .svm import (InfeasibleError, SVMResult, _check_sizes, _min_norm_point, _numpy, _result,
-                  _scaled_norm, _selection, token_differences)
+from .svm import SVMResult, _check_sizes, _numpy, _result, _selection, token_differences
+from .svm_core import InfeasibleError, _min_norm_point, _scaled_norm
 from .utils import as_array, check_positive
 
 

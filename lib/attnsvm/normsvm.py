@@ -37,9 +37,10 @@ import cvxpy as cp
 import numpy as np
 import torch
 
-from .svm import (CLARABEL_OPTIONS, IllConditionedError, InfeasibleError, SVMResult, _check_sizes,
-                  _constrained, _min_norm_point, _numpy, _result, _scaled_norm, _selection,
+from .svm import (SVMResult, _check_sizes, _constrained, _numpy, _result, _selection,
                   token_differences)
+from .svm_core import (CLARABEL_OPTIONS, IllConditionedError, InfeasibleError, _min_norm_point,
+                       _scaled_norm)
 from .utils import as_tensor, check_flag, check_positive, exact_scale
 
 P_MIN, P_MAX = 1.01, 100.0     # the exponents norm_svm solves (besides p = 1)

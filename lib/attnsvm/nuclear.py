@@ -21,7 +21,8 @@ import cvxpy as cp
 import numpy as np
 import torch
 
-from .svm import CLARABEL_OPTIONS, IllConditionedError, _check_sizes, _numpy, _selection, token_differences
+from .svm import _check_sizes, _numpy, _selection, token_differences
+from .svm_core import CLARABEL_OPTIONS, IllConditionedError
 from .utils import exact_scale
 
 FEASIBILITY_TOL = 1e-6

@@ -16,7 +16,8 @@ import torch
 
 from .data import Problem
 from .metrics import is_global, selected_tokens
-from .svm import IllConditionedError, InfeasibleError, SVMResult, att_svm, is_locally_optimal
+from .svm import SVMResult, att_svm, is_locally_optimal
+from .svm_core import IllConditionedError, InfeasibleError
 from .utils import as_array
 
 

@@ -30,7 +30,8 @@ import torch
 
 from .metrics import corr
 from .normsvm import matrix_norm, norm_svm
-from .svm import (IllConditionedError, _constrained, _numpy, _selection, token_differences)
+from .svm import _constrained, _numpy, _selection, token_differences
+from .svm_core import IllConditionedError
 from .utils import as_tensor, check_finite, exact_scale
 
 EPS_LADDER = (1e-6, 1e-5, 1e-4)        # relative slack on the optimal norm, tried in this order
