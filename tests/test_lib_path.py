@@ -195,7 +195,7 @@ def test_path_never_ends_above_its_start(hard):
         path = A.regularization_path(A.WAttention(W0), P, [R], steps=200, warn=False)
         assert float(path.loss[-1]) <= start_loss
         R = 100 * nuc.objective
-        K, Q = A.path._reference_start(A.KQAttention.init(3), R * nuc.W / nuc.objective)
+        K, Q = A.path_setup._reference_start(A.KQAttention.init(3), R * nuc.W / nuc.objective)
         start_loss = float(A.empirical_risk(A.KQAttention(K, Q), P))
         path = A.regularization_path(A.KQAttention(K, Q), P, [R], steps=200, warn=False)
         assert float(path.loss[-1]) <= start_loss

@@ -26,19 +26,21 @@ import copy
 import warnings
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from .data import Problem
 from .gradients import Evaluation, no_worse, risk_and_gradients, supports
 from .metrics import corr
-from .models import (Attention, Head, KQAttention, LinearHead, PromptAttention, WAttention,
-                     check_compatible, check_head, check_loss, empirical_risk)
-from .utils import SEED_LIMIT, as_tensor, check_count, check_flag, check_generator, check_positive
+from .models import (Attention, Head, KQAttention, LinearHead, check_compatible, check_head,
+                     check_loss, empirical_risk)
+from .path_provenance import START_NAMES, PathProvenance, _won
+from .path_setup import (_check_cone, _check_per_trial, _check_radii, _check_reference,
+                         _check_restarts, _expand, _joint_norm, _match_trials, _random_starts,
+                         _reference_attention, _reference_start, _restart_generator, _widen)
+from .utils import check_count, check_flag, check_positive
 
 
 MEMORY = 10          # accepted losses the non-monotone step test looks back on
-MAX_RESTARTS = 1000  # random starts per radius, at most
 START_RESCALED, START_PREVIOUS, START_REFERENCE, START_RANDOM = 0, 1, 2, 3   # PathResult.start
 
 
@@ -92,7 +94,7 @@ class PathResult:
     restart_corr: torch.Tensor | None = None
     restarts: int = 0
 
-    START_NAMES = ("rescaled", "previous", "reference", "restart")   # codes 0, 1, 2, 3 + i
+    START_NAMES = START_NAMES                                        # codes 0, 1, 2, 3 + i
 
     @property
     def all_converged(self) -> bool:
@@ -121,82 +123,9 @@ class PathResult:
                               reference=self.reference_loss is not None)
 
 
-@dataclass(frozen=True)
-class PathProvenance:
-    """How the points of a path were found (from :meth:`PathResult.provenance`).
-
-    ``start`` is :attr:`PathResult.start`; ``same_basin`` (``(radii, *trials)``, or ``None``
-    without restarts) counts the random restarts whose end point lies within ``corr_tol`` of
-    the returned point (the winner included when it is a restart). ``str()`` reads e.g.
-    "best of up to 11 starts per radius (the previous point, its rescaling, the reference, 8
-    random restarts); the reference won at radii 1, 2 (in 3 of 8 trials at R = 100); random
-    restarts won at no radius; random restarts reached the winner's basin (1 - corr <= 0.001)
-    in 5 of 8 at R = 100".
-    """
-
-    radii: torch.Tensor
-    start: torch.Tensor
-    restarts: int
-    same_basin: torch.Tensor | None
-    corr_tol: float
-    reference: bool
-
-    def radii_won(self, kind: str) -> list[float]:
-        """The radii at which a start of ``kind`` won in at least one trial."""
-        won = _won(self.start, kind)
-        return [R for R, w in zip(self.radii.tolist(), won.reshape(len(won), -1).any(1).tolist()) if w]
-
-    def trials_won(self, kind: str, index: int = -1) -> tuple[int, int]:
-        """``(trials where a start of kind won at radius number index, trials)``."""
-        won = _won(self.start, kind)[index]
-        return int(won.sum()), won.numel()
-
-    def __str__(self) -> str:
-        kinds = ["the previous point", "its rescaling"] + ["the reference"] * self.reference
-        if self.restarts:
-            kinds.append(f"{self.restarts} random restart{'s' * (self.restarts > 1)}")
-        most = 2 + self.reference + self.restarts
-        parts = [f"best of up to {most} starts per radius ({', '.join(kinds)})"]
-        last = f"R = {self.radii[-1].item():.4g}"
-        for kind, label in (("reference", "the reference"), ("restart", "random restarts")):
-            if kind == "reference" and not self.reference or kind == "restart" and not self.restarts:
-                continue
-            radii = self.radii_won(kind)
-            text = f"{label} won at " + ("no radius" if not radii else
-                                         "radii " + ", ".join(f"{R:.4g}" for R in radii))
-            won, count = self.trials_won(kind)
-            if count > 1 and radii:
-                text += f" (in {won} of {count} trials at {last})"
-            parts.append(text)
-        if self.same_basin is not None:
-            last_counts = self.same_basin[-1].flatten()
-            low, high = int(last_counts.min()), int(last_counts.max())
-            span = f"{low}" if low == high else f"{low}-{high} (over {last_counts.numel()} trials)"
-            parts.append(f"random restarts reached the winner's basin (1 - corr <= {self.corr_tol:g}) "
-                         f"in {span} of {self.restarts} at {last}")
-        return "; ".join(parts)
-
-
-def _won(start: torch.Tensor, kind: str) -> torch.Tensor:
-    names = PathResult.START_NAMES
-    if kind not in names:
-        raise ValueError(f"kind must be one of {names}, got {kind!r}")
-    code = names.index(kind)
-    return start >= code if kind == "restart" else start == code
-
-
 def _ball_radius(attention: Attention, R: float) -> float:
     """Radius of the Euclidean ball in parameter space: R, or sqrt(2R) for (K, Q)."""
     return (2 * R) ** 0.5 if isinstance(attention, KQAttention) else R
-
-
-def _joint_norm(tensors: list[torch.Tensor], core: list[int]) -> torch.Tensor:
-    squares = [t.flatten(t.ndim - k).pow(2).sum(-1) for t, k in zip(tensors, core)]
-    return torch.stack(squares).sum(0).sqrt()
-
-
-def _expand(per_trial: torch.Tensor, k: int) -> torch.Tensor:
-    return per_trial.reshape(tuple(per_trial.shape) + (1,) * k)
 
 
 def _project_cone(W: torch.Tensor, direction: torch.Tensor, cos_min: float, k: int) -> torch.Tensor:
@@ -259,41 +188,6 @@ def _evaluate(attention: Attention, problem: Problem, head: Head | None, loss: s
         exact = risk_and_gradients(attention, problem, loss)     # same risk: compare it exactly
         return exact._replace(risk=risk.detach(), grads=grads)
     return _risk_only(risk.detach(), problem, grads)
-
-
-def _reference_attention(attention: Attention, reference: torch.Tensor, R: float) -> Attention:
-    """The reference direction scaled to the path's radius: ``R D / ||D||`` (nuclear norm for
-    (K, Q), whose ball ``||K||^2 + ||Q||^2 <= 2R`` holds exactly the W with ``||W||_* <= R``)."""
-    if isinstance(attention, KQAttention):
-        return WAttention(R * reference / torch.linalg.matrix_norm(reference, "nuc")[..., None, None])
-    if isinstance(attention, PromptAttention):
-        return PromptAttention(R * reference / reference.norm(dim=-1, keepdim=True),
-                               attention.key_matrix)
-    return WAttention(R * reference / torch.linalg.matrix_norm(reference)[..., None, None])
-
-
-def _reference_start(attention: Attention, scaled: torch.Tensor) -> list[torch.Tensor]:
-    """Parameters of ``attention``'s kind whose combined value is ``scaled`` (balanced factors for
-    (K, Q), truncated to the width m when ``scaled`` has a larger rank)."""
-    if not isinstance(attention, KQAttention):
-        return [scaled]
-    m = attention.K.shape[-1]
-    U, S, Vh = torch.linalg.svd(scaled)
-    root = S[..., :m].sqrt().unsqueeze(-2)
-    return [U[..., :m] * root, Vh.transpose(-1, -2)[..., :m] * root]
-
-
-def _check_reference(reference, attention: Attention) -> torch.Tensor:
-    shape = tuple(attention.combined().shape)
-    k = attention.core_dims[0]
-    reference = as_tensor(reference, "reference", dtype=attention.params[0].dtype,
-                          device=attention.params[0].device)
-    if reference.ndim < k or tuple(reference.shape[-k:]) != shape[-k:]:
-        raise ValueError(f"reference has shape {tuple(reference.shape)}; it must end with "
-                         f"{shape[-k:]}, the shape of the path's {attention.names[0]}")
-    if bool((reference.flatten(reference.ndim - k).abs().amax(-1) == 0).any()):
-        raise ValueError("reference must be a nonzero direction (e.g. an Att-SVM solution)")
-    return reference
 
 
 def regularization_path(attention: Attention, problem: Problem, radii, *, steps: int = 1000,
@@ -536,74 +430,6 @@ def _pick(evaluation: Evaluation, index: int) -> Evaluation:
                       evaluation.excess[index])
 
 
-def _random_starts(params: list[torch.Tensor], core: list[int], count: int, rho: float,
-                   generator: torch.Generator) -> list[torch.Tensor]:
-    """``count`` Gaussian draws of every parameter, shape ``(count, *param.shape)``, scaled jointly
-    onto the sphere of radius ``rho``; drawn in float64 on the generator's device, then moved."""
-    draws = [torch.randn((count, *p.shape), generator=generator, dtype=torch.float64,
-                         device=generator.device).to(p) for p in params]
-    norm = _joint_norm(draws, core)
-    return [d * _expand(rho / norm, k) for d, k in zip(draws, core)]
-
-
-def _check_restarts(restarts) -> int:
-    if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) \
-            or not 0 <= restarts <= MAX_RESTARTS:
-        raise ValueError(f"restarts must be an integer in [0, {MAX_RESTARTS}] (random starts per "
-                         f"radius), got {restarts!r}")
-    return int(restarts)
-
-
-def _restart_generator(restarts: int, generator, seed) -> torch.Generator | None:
-    """The generator the restarts draw from: ``generator``, or a CPU one seeded with ``seed``
-    (0 by default)."""
-    check_generator(generator)
-    if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < SEED_LIMIT:
-            raise ValueError(f"seed must be an integer in [0, 2**32) (PyTorch's CPU generator uses 32 "
-                             f"bits of a seed), got {seed!r}")
-        if generator is not None:
-            raise ValueError("give either generator or seed for the restarts, not both")
-    if not restarts:
-        return None
-    if generator is not None:
-        return generator
-    return torch.Generator().manual_seed(int(seed or 0))
-
-
-def _match_trials(attention: Attention, problem: Problem) -> Problem:
-    """The problem with the parameters' trials shape (a problem without trials is repeated)."""
-    p, k = attention.params[0], attention.core_dims[0]
-    lead = tuple(p.shape[: p.ndim - k])
-    if problem.batch_shape == lead:
-        return problem
-    full = torch.broadcast_shapes(lead, problem.batch_shape)     # check_compatible: they broadcast
-    if full != lead:
-        raise ValueError(f"the path needs one set of parameters per trial: {attention.names[0]} "
-                         f"has trials shape {lead} and the problem {problem.batch_shape}; expand "
-                         f"the start to the problem's trials (e.g. W.expand(*{problem.batch_shape}, "
-                         "d, d).clone())")
-    return _widen(problem, lead)
-
-
-def _check_per_trial(evaluation: Evaluation, norm: torch.Tensor) -> None:
-    if tuple(evaluation.risk.shape) != tuple(norm.shape):
-        raise ValueError(f"the path needs one set of parameters per trial: the parameters have "
-                         f"trials shape {tuple(norm.shape)} but the loss (through the head) has "
-                         f"{tuple(evaluation.risk.shape)}; give the start the head's trials shape")
-
-
-def _widen(problem: Problem, lead: tuple[int, ...]) -> Problem:
-    """``problem`` with every array expanded (not copied) to the trials shape ``lead``."""
-    n, T, d = problem.n, problem.T, problem.d
-    mask = problem.mask
-    if mask is not None and mask.ndim > 2:
-        mask = mask.expand(*lead, n, T)
-    v = problem.v if problem.v.ndim == 1 else problem.v.expand(*lead, d)
-    return Problem(problem.X.expand(*lead, n, T, d), problem.Y.expand(*lead, n),
-                   problem.Z.expand(*lead, n, d), v, mask)
-
-
 def _risk_only(risk: torch.Tensor, problem: Problem, grads: list[torch.Tensor]) -> Evaluation:
     """An evaluation compared by its risk alone (a head without a cancellation-free excess)."""
     top = torch.full((*risk.shape, problem.n), -1, dtype=torch.long, device=risk.device)
@@ -618,26 +444,3 @@ def _select(mask: torch.Tensor, a: Evaluation, b: Evaluation) -> Evaluation:
                       pick(a.top, b.top), pick(a.excess, b.excess))
 
 
-def _check_radii(radii) -> torch.Tensor:
-    radii = as_tensor(radii, "radii", dtype=torch.float64)
-    if radii.ndim != 1 or len(radii) == 0 or bool((radii <= 0).any()) or bool((radii.diff() < 0).any()):
-        raise ValueError("radii must be a non-empty increasing sequence of positive numbers")
-    return radii
-
-
-def _check_cone(cone, attention: Attention) -> tuple[torch.Tensor, float]:
-    if isinstance(attention, KQAttention):
-        raise ValueError("the cone constraint is defined for the W and p parameterizations")
-    if not isinstance(cone, (tuple, list)) or len(cone) != 2:
-        raise TypeError("cone must be a pair (D, mu): a direction and a width")
-    core = attention.core_dims[0]
-    direction = as_tensor(cone[0], "the cone's direction", dtype=attention.params[0].dtype,
-                          device=attention.params[0].device)
-    if tuple(direction.shape[-core:]) != tuple(attention.params[0].shape[-core:]) or \
-            direction.ndim < core:
-        raise ValueError(f"the cone's direction has shape {tuple(direction.shape)}, the "
-                         f"parameter {tuple(attention.params[0].shape)}")
-    if bool((direction.flatten(direction.ndim - core).abs().amax(-1) == 0).any()):
-        raise ValueError("the cone's direction must be nonzero")
-    mu = check_positive(cone[1], "the cone's mu", upper=2.0)
-    return direction, mu

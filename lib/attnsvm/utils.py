@@ -27,13 +27,20 @@ def set_seed(seed: int) -> torch.Generator:
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"seed must be a non-negative integer, got {type(seed).__name__} {seed!r}")
-    if not 0 <= seed < SEED_LIMIT:
-        raise ValueError(f"seed must be a non-negative integer below 2**32 (PyTorch's CPU generator "
-                         f"and NumPy use 32 bits of a seed), got {seed}; choose a smaller seed")
-    random.seed(int(seed))
-    np.random.seed(int(seed))
-    torch.manual_seed(int(seed))
-    return torch.Generator().manual_seed(int(seed))
+    seed = check_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def check_seed(seed: Any) -> int:
+    """``seed`` as an int in ``[0, 2**32)``, else ``ValueError`` (PyTorch's CPU generator and NumPy
+    use 32 bits of a seed: a larger one would silently give the run of a smaller one)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"seed must be an integer in [0, 2**32), a non-negative integer below 2**32 "
+                         f"(PyTorch's CPU generator and NumPy use 32 bits of a seed), got {seed!r}")
+    return int(seed)
 
 
 def get_device(device: str | torch.device = "auto") -> torch.device:
