@@ -80,6 +80,12 @@ def locked_cache(path: Path | None = None, clear_stale: bool = True) -> Iterator
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def clear_if_stale() -> None:
+    """Empty the cache if it was filled under another fingerprint (library, requirements, scale)."""
+    with locked_cache():
+        pass
+
+
 def is_text_notebook(path: Path) -> bool:
     """True for a Markdown page whose YAML front matter has a ``kernelspec`` (a chapter)."""
     lines = path.read_text(encoding="utf-8").splitlines()

@@ -23,8 +23,7 @@ import notebook_cache  # noqa: E402
 def _outdated(app, env, added, changed, removed):
     current, previous = notebook_cache.fingerprint(), getattr(env, "attnsvm_fingerprint", None)
     env.attnsvm_fingerprint = current
-    with notebook_cache.locked_cache():              # empties a cache of another fingerprint
-        pass
+    notebook_cache.clear_if_stale()
     reread = {doc for doc in app.config.always_reread if doc in env.found_docs}
     if previous is not None and previous != current:
         reread |= {doc for doc in env.found_docs if "kernelspec" in env.metadata.get(doc, {})}

@@ -207,6 +207,12 @@ def attention_output(X: torch.Tensor, logits: torch.Tensor, stable: bool = True)
         raise ValueError("the logits hold NaN or +inf, or a query with every logit -inf (no token "
                          "to attend to): they overflow float64 or the mask hides everything; "
                          "rescale W, X or z")
+    return _attend(X, logits, stable)
+
+
+def _attend(X: torch.Tensor, logits: torch.Tensor, stable: bool) -> torch.Tensor:
+    """:func:`attention_output` without its checks, for the library's own calls (the training loop
+    runs it at every step; predict and empirical_risk check their results instead)."""
     if not stable:
         return torch.einsum("...nt,...ntd->...nd", torch.softmax(logits, dim=-1), X)
     top = logits.detach().argmax(dim=-1, keepdim=True)
@@ -292,7 +298,7 @@ def predict(attention: Attention, problem: Problem, head: Head | None = None,
     check_compatible(attention, problem)
     check_head(head, problem)
     head = head or LinearHead()
-    out = head(attention_output(problem.X, attention.logits(problem), stable), problem)
+    out = head(_attend(problem.X, attention.logits(problem), stable), problem)
     if not bool(torch.isfinite(out).all()):
         raise ValueError("the model's outputs overflow float64 (NaN or inf): the tokens, the head "
                          "or the attention parameters are too large; rescale them")
@@ -378,7 +384,7 @@ def risk_from_logits(logits: torch.Tensor, problem: Problem, head: Head | None =
                      loss: str = "logistic", stable: bool = True) -> torch.Tensor:
     """The empirical risk given precomputed attention logits ``(*B, n, T)``."""
     check_loss(loss)
-    outputs = (head or LinearHead())(attention_output(problem.X, logits, stable), problem)
+    outputs = (head or LinearHead())(_attend(problem.X, logits, stable), problem)
     return LOSSES[loss](problem.Y * outputs).mean(dim=-1)
 
 

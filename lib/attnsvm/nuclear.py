@@ -21,9 +21,9 @@ import cvxpy as cp
 import numpy as np
 import torch
 
-from .svm import _check_sizes, _numpy, _selection, token_differences
+from .duality import _scaled_features
+from .svm import _selection
 from .svm_core import CLARABEL_OPTIONS, IllConditionedError
-from .utils import exact_scale
 
 FEASIBILITY_TOL = 1e-6
 
@@ -50,16 +50,13 @@ class FirstOrderNuclear:
 
 
 def _features(X, Z, alpha) -> tuple[np.ndarray, int, float]:
-    """The constraint features ``(rows, d * d)`` on data of unit scale, ``d``, and the scale factor."""
-    X, Z = _numpy(X, "X"), _numpy(Z, "Z")
-    if X.ndim != 3 or Z.shape != (X.shape[0], X.shape[2]):
-        raise ValueError(f"X must be (n, T, d) and Z (n, d); got {X.shape} and {Z.shape}")
-    _check_sizes(X, "X")
-    n, T, d = X.shape
-    alpha = _selection(alpha, n, T)
-    sx, sz = exact_scale(X), exact_scale(Z)
-    features = np.einsum("ntd,ne->ntde", token_differences(X * sx, alpha), Z * sz)
-    return features.reshape(-1, d * d), d, sx * sz
+    """The constraint features ``(rows, d * d)`` on data of unit scale (one row per ``t != alpha_i``),
+    ``d``, and the scale factor (``duality._scaled_features`` computes and checks them)."""
+    features, scale = _scaled_features(X, Z, alpha)                  # (n, T, d, d), F_{i,alpha_i} = 0
+    n, T, d, _ = features.shape
+    keep = np.ones((n, T), dtype=bool)
+    keep[np.arange(n), _selection(alpha, n, T)] = False
+    return features[keep].reshape(-1, d * d), d, scale
 
 
 @lru_cache(maxsize=32)
