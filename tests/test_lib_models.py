@@ -283,3 +283,23 @@ def test_penalized_head_prefers_the_hand_computed_mixture():
         A.PenalizedHead(torch.ones(2), -1.0)
     with pytest.raises(ValueError, match="dimension"):
         A.empirical_risk(A.WAttention.zeros(2), P, A.PenalizedHead(torch.ones(3, dtype=torch.float64), 1.0))
+
+
+def test_pytorch_default_start_is_nn_linear_default():
+    """The authors' start: nn.Linear's default weights, uniform on +-1/sqrt(fan_in)."""
+    d = 10
+    ref = torch.nn.Linear(d, d, bias=False).weight.detach()
+    bound = 1 / d ** 0.5
+    assert float(ref.abs().max()) <= bound                       # PyTorch's own bound is ours
+    w = A.WAttention.pytorch_default(d, trials=200, generator=A.set_seed(0))
+    kq = A.KQAttention.pytorch_default(d, m=4, trials=200, generator=A.set_seed(0))
+    assert w.W.shape == (200, d, d) and kq.K.shape == kq.Q.shape == (200, d, 4)
+    for t in (w.W, kq.K, kq.Q):
+        t = t.detach()
+        assert float(t.abs().max()) <= bound and float(t.abs().max()) > 0.99 * bound
+        assert abs(float(t.mean())) < 0.01 and abs(float(t.var()) - bound ** 2 / 3) < 0.01 * bound ** 2
+    assert not torch.equal(kq.K, kq.Q)                             # two independent draws
+    again = A.KQAttention.pytorch_default(d, m=4, trials=200, generator=A.set_seed(0))
+    assert torch.equal(again.K, kq.K) and torch.equal(again.Q, kq.Q)
+    with pytest.raises(ValueError):
+        A.WAttention.pytorch_default(0)

@@ -20,13 +20,16 @@ def test_block_normalize_handles_subnormal_and_tiny_gradients():
 
 def test_ngd_keeps_growing_deep_into_saturation():
     """A2, float64: 3000 normalized steps of length 0.1 stay exact, so ||W|| grows linearly and the
-    direction keeps improving (logit gaps reach ~ 400, softmax tails ~ 1e-170)."""
+    direction keeps improving like 1/||W||^2 (logit gaps in the hundreds, softmax tails far below
+    1e-100): from step 1500 to 3000, 1 - corr falls by about 4. A run frozen by rounding would not."""
     problem = A.figure_problem("A2", generator=A.set_seed(3))
     W_mm = A.att_svm(problem.X, problem.Z, problem.opt).W
     model = A.WAttention.zeros(2)
     history = A.train(model, problem, 3000, reference=W_mm, log_every=500)
     assert abs(float(history.norm[-1]) - 300.0) < 1.0
-    assert float(history.corr[-1]) > 0.99999
+    gap = 1 - history.corr
+    assert float(history.corr[-1]) > 0.9999
+    assert float(gap[-1]) < 0.3 * float(gap[history.steps == 1500][0])
     assert (history.corr[1:].diff() > -1e-9).all()
 
 

@@ -262,30 +262,33 @@ def random_problem(n: int, T: int, d: int, *, trials: int | None = None,
 
 def figure_problem(name: str, *, generator: torch.Generator | None = None,
                    dtype: torch.dtype = DEFAULT_DTYPE) -> Problem:
-    """The 2-D instances drawn in paper A's figures (THEORY.md section 4).
+    """The 2-D instances drawn in paper A's figures (THEORY.md section 4), drawn as the authors draw them.
 
     ``"A1"``: n=2, T=3; tokens ``0.3 N(0, I)`` shifted by ``(-1, 0)`` (example 1) and ``(+1, 0)``
     (example 2). ``"A2"``: n=2, T=5; ``x_11 = (1, .5)``, ``x_21 = (1, -.5)``, the other tokens
     ``0.5 N(0, I)`` shifted by ``(-1, 0)``. Both: ``Y = +1``, unit random ``v`` and ``z_i``
-    (cross-attention). The draw order (v, X, Z) follows the figures' protocol.
+    (cross-attention). As in the authors' figure notebooks, everything (the draws in the order
+    v, X, Z, the shifts and the normalizations) is computed in float32 and only then cast to
+    ``dtype``: PyTorch's float32 and float64 normal draws of one seed are different numbers, so a
+    float64 draw would be another instance (for A2, seed 3, tokens up to 1.9 apart).
     """
     check_generator(generator)
     dtype = check_dtype(dtype)
-    g = generator
+    g, f32 = generator, torch.float32
     if name == "A1":
         n, T = 2, 3
-        v = _unit(torch.randn(2, generator=g, dtype=dtype))
-        X = 0.3 * torch.randn(n, T, 2, generator=g, dtype=dtype)
-        X[0] += torch.tensor([-1.0, 0.0], dtype=dtype)
-        X[1] += torch.tensor([1.0, 0.0], dtype=dtype)
+        v = _unit(torch.randn(2, generator=g, dtype=f32))
+        X = 0.3 * torch.randn(n, T, 2, generator=g, dtype=f32)
+        X[0] += torch.tensor([-1.0, 0.0], dtype=f32)
+        X[1] += torch.tensor([1.0, 0.0], dtype=f32)
     elif name == "A2":
         n, T = 2, 5
-        v = _unit(torch.randn(2, generator=g, dtype=dtype))
-        X = 0.5 * torch.randn(n, T, 2, generator=g, dtype=dtype)
-        X[0, 0] = torch.tensor([1.0, 0.5], dtype=dtype)
-        X[1, 0] = torch.tensor([1.0, -0.5], dtype=dtype)
-        X[:, 1:] += torch.tensor([-1.0, 0.0], dtype=dtype)
+        v = _unit(torch.randn(2, generator=g, dtype=f32))
+        X = 0.5 * torch.randn(n, T, 2, generator=g, dtype=f32)
+        X[0, 0] = torch.tensor([1.0, 0.5], dtype=f32)
+        X[1, 0] = torch.tensor([1.0, -0.5], dtype=f32)
+        X[:, 1:] += torch.tensor([-1.0, 0.0], dtype=f32)
     else:
         raise ValueError(f"unknown figure {name!r}; choose 'A1' or 'A2'")
-    Z = _unit(torch.randn(n, 2, generator=g, dtype=dtype))
-    return Problem(X, torch.ones(n, dtype=dtype), Z, v)
+    Z = _unit(torch.randn(n, 2, generator=g, dtype=f32))
+    return Problem(X.to(dtype), torch.ones(n, dtype=dtype), Z.to(dtype), v.to(dtype))

@@ -59,6 +59,19 @@ class Attention:
         self.core_dims = [core_dims] * len(self.params)
 
 
+def _linear_default(shape: tuple[int, int], fan_in: int, trials: int | None,
+                    generator: torch.Generator | None, dtype: torch.dtype,
+                    device: str | torch.device) -> torch.Tensor:
+    """Entries uniform on ``[-1/sqrt(fan_in), 1/sqrt(fan_in)]``: the bound of PyTorch's default
+    ``nn.Linear`` weight initialization (Kaiming-uniform with ``a = sqrt(5)``). Drawn on the CPU."""
+    fan_in = check_count(fan_in, "d", 1)
+    lead = () if trials is None else (check_count(trials, "trials", 1),)
+    check_generator(generator)
+    bound = fan_in ** -0.5
+    U = torch.rand(*lead, *shape, generator=generator, dtype=check_dtype(dtype))
+    return ((2 * U - 1) * bound).to(get_device(device))
+
+
 class WAttention(Attention):
     """Combined key-query matrix ``W`` of shape ``(*B, d, d)``: logits ``x_t^T W z``."""
 
@@ -75,6 +88,13 @@ class WAttention(Attention):
         d = check_count(d, "d", 1)
         lead = () if trials is None else (check_count(trials, "trials", 1),)
         return cls(torch.zeros(*lead, d, d, dtype=check_dtype(dtype), device=get_device(device)))
+
+    @classmethod
+    def pytorch_default(cls, d: int, trials: int | None = None, generator: torch.Generator | None = None,
+                        dtype: torch.dtype = DEFAULT_DTYPE, device: str | torch.device = "cpu") -> "WAttention":
+        """The start of paper A's code: PyTorch's default ``nn.Linear(d, d)`` initialization, entries
+        i.i.d. uniform on ``[-1/sqrt(d), 1/sqrt(d)]`` (drawn here from ``generator``; theirs is unseeded)."""
+        return cls(_linear_default((d, d), d, trials, generator, dtype, device))
 
     @property
     def W(self) -> torch.Tensor:
@@ -108,6 +128,17 @@ class KQAttention(Attention):
         K = scale * torch.randn(*lead, d, m, generator=generator, dtype=check_dtype(dtype))
         dev = get_device(device)
         return cls(K.to(dev), torch.zeros_like(K, device=dev))
+
+    @classmethod
+    def pytorch_default(cls, d: int, m: int | None = None, trials: int | None = None,
+                        generator: torch.Generator | None = None, dtype: torch.dtype = DEFAULT_DTYPE,
+                        device: str | torch.device = "cpu") -> "KQAttention":
+        """The start of paper A's code: ``K`` and ``Q`` as PyTorch's default ``nn.Linear(d, m)``
+        initialization, entries i.i.d. uniform on ``[-1/sqrt(d), 1/sqrt(d)]`` (K drawn first, then Q,
+        from ``generator``; theirs is unseeded). ``m = d`` by default."""
+        m = d if m is None else check_count(m, "m", 1)
+        K = _linear_default((d, m), d, trials, generator, dtype, device)
+        return cls(K, _linear_default((d, m), d, trials, generator, dtype, device))
 
     @property
     def K(self) -> torch.Tensor:
