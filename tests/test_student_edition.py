@@ -1,6 +1,7 @@
 """The student edition (``make student``, tools/student_edition.py) removes every solution, keeps
-every exercise and leaves the code cells as they are: on a synthetic chapter with every fence style
-it must handle, and on the book's own chapters."""
+every exercise and leaves the code cells outside gated solutions as they are: on a synthetic chapter
+with every fence style it must handle, and on the book's own chapters, whose student editions must
+not show a solution's code (its asserts and glues are the answers)."""
 
 import importlib.util
 import re
@@ -183,6 +184,18 @@ def test_synthetic_chapter(synthetic, tmp_path):
     assert student.metadata["kernelspec"]["name"] == "python3"
 
 
+def test_leak_rules_detect_a_leak():
+    """The rules of test_real_chapter_leaks_no_solution flag an ungated solution's code cell."""
+    leaky = _read_md(FRONT_MATTER + '\n```{exercise} E\n:label: ex-l\n\nHow much?\n```\n\n'
+                     '```{solution} ex-l\nSECRET.\n```\n\n```{code-cell} ipython3\n'
+                     '# Exercise "E": the numbers of its solution\nassert 1 + 1 == 2\n```\n')
+    assert len(_ungated_solution_code(leaky)) == 1
+    student_edition.strip_solutions(leaky)
+    assert _exercise_code(leaky) == ['# Exercise "E": the numbers of its solution']
+    gated = _read_md(CHAPTER)
+    assert _ungated_solution_code(gated) == [] and _gated_code_cells(gated) == [False, True, False]
+
+
 def test_fence_rules():
     strip = student_edition.strip_solutions_from_lines
     # a code block that shows directive syntax is literal text: kept whole
@@ -224,6 +237,62 @@ def test_every_chapter_is_found():
     assert in_toc and in_toc <= {path.stem for path in CHAPTERS}
 
 
+_DIRECTIVE_OPENER = re.compile(r"^\s*(?:`{3,}|:{3,})\{([\w-]+)\}", re.MULTILINE)
+
+
+def _gated_code_cells(notebook) -> list[bool]:
+    """For each code cell: whether it lies between a ``{solution-start}`` and its ``{solution-end}``
+    (read from the markdown cells' directive openers, independently of the tool)."""
+    gated, inside = [], False
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            gated.append(inside)
+            continue
+        for name in _DIRECTIVE_OPENER.findall(cell.source):
+            if name == "solution-start":
+                inside = True
+            elif name == "solution-end":
+                inside = False
+    return gated
+
+
+def _ungated_solution_code(notebook) -> list[str]:
+    """Code cells that come right after a plain ``{solution}`` block: the code of that solution,
+    which the student edition keeps (a solution with code must be gated)."""
+    leaks, previous = [], None
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and previous == "solution":
+            leaks.append(cell.source.split("\n", 3)[:3])
+        if cell.cell_type == "markdown":
+            names = _DIRECTIVE_OPENER.findall(cell.source)
+            previous = names[-1] if names else previous
+        else:
+            previous = None
+    return leaks
+
+
+def _exercise_code(notebook) -> list[str]:
+    """Code cells whose first code line names an exercise (the book's convention for the cell that
+    computes a solution's numbers: ``# Exercise "...": ...``)."""
+    firsts = [next((line for line in cell.source.splitlines()
+                    if line.strip() and not line.startswith(":")), "")
+              for cell in notebook.cells if cell.cell_type == "code"]
+    return [line for line in firsts if line.lstrip().startswith("# Exercise")]
+
+
+# Chapters whose solution code cells are not gated yet: their student edition still shows the
+# answers (listed so that the rest of the book is held to the rule; remove a chapter once gated).
+NOT_YET_GATED = {"ch03b_reproducing_paper_a", "ch04_gd_convergence", "ch05_overparameterization",
+                 "ch07_prompt_attention", "ch08_sequences", "ch09_optimizer_norms",
+                 "ch10_digits_transformer", "numerics"}
+
+
+def _chapter_param(path):
+    marks = [pytest.mark.xfail(reason="solution code cells not gated yet", strict=False)] \
+        if path.stem in NOT_YET_GATED else []
+    return pytest.param(path, marks=marks, id=path.stem)
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
 def test_real_chapter(chapter, tmp_path):
     source = jupytext.read(chapter, fmt="md:myst")
@@ -232,7 +301,27 @@ def test_real_chapter(chapter, tmp_path):
     nbformat.validate(student)
     source_text, student_text = _markdown(source), _markdown(student)
 
-    assert removed == len(re.findall(r"^\s*(?:`{3,}|:{3,})\{solution\}", source_text, re.MULTILINE))
+    assert removed == len(re.findall(r"^\s*(?:`{3,}|:{3,})\{solution(?:-start)?\}", source_text,
+                                     re.MULTILINE))
     assert "{solution" not in student_text
     assert student_text.count("{exercise}") == source_text.count("{exercise}")
-    assert _code(student) == _code(source)
+    # every code cell outside a gated solution is kept unchanged, those inside are dropped
+    gated = _gated_code_cells(source)
+    assert _code(student) == [c for c, g in zip(_code(source), gated) if not g]
+
+
+@pytest.mark.parametrize("chapter", [_chapter_param(path) for path in CHAPTERS])
+def test_real_chapter_leaks_no_solution(chapter, tmp_path):
+    """No answer in the student edition: a solution's code cell (which asserts and glues its
+    numbers) must be inside a gated solution, so that the student edition drops it."""
+    source = jupytext.read(chapter, fmt="md:myst")
+    target, _ = student_edition.student_edition(chapter, tmp_path)
+    student = nbformat.read(target, as_version=4)
+    assert _ungated_solution_code(source) == [], "a {solution} followed by its code: gate it"
+    assert _exercise_code(student) == []
+    # no assert or glue of a gated solution's code (its answers) survives in the student edition
+    gated = _gated_code_cells(source)
+    secret = {line.strip() for (code, _), g in zip(_code(source), gated) if g
+              for line in code.splitlines() if "assert " in line or "glue(" in line}
+    kept = {line.strip() for code, _ in _code(student) for line in code.splitlines()}
+    assert not secret & kept
