@@ -1,0 +1,204 @@
+"""Next-token prediction with a linear decoder (Thrampoulidis, "Implicit optimization bias of
+next-token prediction in linear models", NeurIPS 2024; book page ch08b).
+
+The data are ``m`` *distinct* contexts with fixed embeddings ``h_j`` (rows of ``H``, ``(m, d)``),
+each followed by the tokens of a vocabulary of size ``V`` with empirical probabilities ``P[j]``
+(rows of ``P``, ``(m, V)``; the support ``S_j = {z : P[j, z] > 0}`` is usually small), and
+context frequencies ``pi`` (``(m,)``). A decoder ``W`` ``(V, d)`` gives logits ``W h_j``; the loss is
+the cross-entropy ``CE(W) = -sum_j pi_j sum_z P[j, z] log softmax(W h_j)_z``, bounded below by the
+data entropy ``sum_j pi_j H(P[j])``. The paper's two objects:
+
+- the data subspace ``F = span{(e_z - e_z') h_j^T : z, z' in S_j}`` and the point
+  ``W_star`` of ``F`` whose in-support logit differences are the log-odds,
+  ``(e_z - e_z')^T W_star h_j = log(P[j, z] / P[j, z'])`` (:func:`ntp_finite_part`; it exists
+  when the data are "NTP_H-compatible");
+- the max-NTP-margin direction ``W_mm = argmin ||W||_F`` over ``W`` orthogonal to ``F`` with
+  ``(e_z - e_v)^T W h_j >= 1`` for ``z in S_j``, ``v not in S_j`` (:func:`ntp_svm`; it exists when
+  the data are "NTP-separable").
+
+Under both conditions the paper proves that gradient descent with a small enough step drives the
+loss to the entropy bound, its projection on ``F`` to ``W_star`` and its direction to ``W_mm``.
+:func:`ntp_gradient_descent` runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .svm_core import InfeasibleError, _min_norm_point
+from .utils import as_tensor, check_count, check_positive
+
+SUPPORT_TOL = 0.0          # a token is in the support when its probability is > 0
+
+
+@dataclass(frozen=True)
+class NTPData:
+    """Checked next-token data: embeddings ``H (m, d)``, probabilities ``P (m, V)`` (rows sum to 1),
+    context weights ``pi (m,)`` (sum to 1), all float64."""
+
+    H: torch.Tensor
+    P: torch.Tensor
+    pi: torch.Tensor
+
+    @property
+    def support(self) -> torch.Tensor:
+        """Boolean ``(m, V)``: the tokens that follow each context."""
+        return self.P > SUPPORT_TOL
+
+    @property
+    def entropy(self) -> float:
+        """The lower bound of the loss: ``sum_j pi_j H(P[j])`` (natural logarithm)."""
+        logs = torch.where(self.support, self.P.clamp_min(1e-300).log(), torch.zeros_like(self.P))
+        return float(-(self.pi * (self.P * logs).sum(-1)).sum())
+
+
+def ntp_data(H, P, pi=None) -> NTPData:
+    """Check and package next-token data (see the module docstring). Raises ``ValueError`` for
+    wrong shapes, NaN/inf, negative probabilities, rows that do not sum to 1, repeated contexts
+    (the paper's contexts are distinct), or non-positive weights."""
+    H = as_tensor(H, "H")
+    P = as_tensor(P, "P")
+    if H.ndim != 2 or P.ndim != 2 or P.shape[0] != H.shape[0]:
+        raise ValueError(f"H must be (m, d) and P (m, V) with the same m; got {tuple(H.shape)} and "
+                         f"{tuple(P.shape)}")
+    m, V = P.shape
+    check_count(m, "the number of contexts m", 1)
+    check_count(V, "the vocabulary size V", 2)
+    check_count(H.shape[1], "the embedding dimension d", 1)
+    if bool((P < 0).any()) or not torch.allclose(P.sum(-1), torch.ones(m, dtype=P.dtype), atol=1e-12):
+        raise ValueError("each row of P must be a probability vector (entries >= 0, sum 1)")
+    if m > 1 and float(torch.cdist(H, H).add(torch.eye(m, dtype=H.dtype)).min()) == 0:
+        raise ValueError("two contexts have the same embedding: merge them (add their weights and "
+                         "mix their next-token distributions); the contexts must be distinct")
+    if pi is None:
+        pi = torch.full((m,), 1.0 / m, dtype=H.dtype)
+    pi = as_tensor(pi, "pi")
+    if pi.shape != (m,) or bool((pi <= 0).any()) or abs(float(pi.sum()) - 1) > 1e-12:
+        raise ValueError(f"pi must hold m = {m} positive weights summing to 1, got {pi.tolist()}")
+    return NTPData(H, P, pi)
+
+
+def ntp_loss(W, data: NTPData) -> torch.Tensor:
+    """The cross-entropy of decoder ``W (V, d)`` (stable log-softmax), a scalar tensor."""
+    logp = torch.log_softmax(data.H @ W.T, dim=-1)                       # (m, V)
+    return -(data.pi * (data.P * torch.where(data.support, logp, torch.zeros_like(logp))).sum(-1)).sum()
+
+
+def _pair_rows(data: NTPData, pairs: str) -> np.ndarray:
+    """Rows ``vec((e_a - e_b) h_j^T)`` over the pairs of each context: ``"support"`` (``a`` in
+    ``S_j`` against the first token of ``S_j``) or ``"margin"`` (``a`` in ``S_j``, ``b`` not)."""
+    H, S = data.H.numpy(), data.support.numpy()
+    V, d = S.shape[1], H.shape[1]
+    rows = []
+    for j in range(H.shape[0]):
+        inside, outside = np.flatnonzero(S[j]), np.flatnonzero(~S[j])
+        pairs_j = ([(a, inside[0]) for a in inside[1:]] if pairs == "support"
+                   else [(a, b) for a in inside for b in outside])
+        for a, b in pairs_j:
+            row = np.zeros((V, d))
+            row[a] += H[j]
+            row[b] -= H[j]
+            rows.append(row.ravel())
+    return np.array(rows).reshape(-1, V * d)
+
+
+def _subspace_basis(rows: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal bases (columns) of the span of ``rows`` and of its orthogonal complement in R^dim."""
+    if rows.size == 0:
+        return np.zeros((dim, 0)), np.eye(dim)
+    _, sigma, vt = np.linalg.svd(rows, full_matrices=True)
+    rank = int((sigma > sigma[0] * 1e-12).sum()) if sigma.size and sigma[0] > 0 else 0
+    return vt[:rank].T, vt[rank:].T
+
+
+def ntp_finite_part(data: NTPData) -> torch.Tensor:
+    """``W_star (V, d)``: the point of the data subspace ``F`` whose in-support logit differences
+    equal the log-odds (the paper's NTP_H-compatibility). Raises ``ValueError`` when no such point
+    exists (the log-odds are not reachable by a linear decoder on these embeddings)."""
+    rows = _pair_rows(data, "support")
+    V, d = data.P.shape[1], data.H.shape[1]
+    if rows.size == 0:                       # every context has a single next token
+        return torch.zeros(V, d, dtype=data.H.dtype)
+    P, S = data.P.numpy(), data.support.numpy()
+    targets = []
+    for j in range(P.shape[0]):
+        inside = np.flatnonzero(S[j])
+        targets += [np.log(P[j, a] / P[j, inside[0]]) for a in inside[1:]]
+    targets = np.array(targets)
+    w, *_ = np.linalg.lstsq(rows, targets, rcond=None)                    # least norm: in F
+    residual = float(np.abs(rows @ w - targets).max())
+    if residual > 1e-9 * max(1.0, float(np.abs(targets).max())):
+        raise ValueError(f"the data are not NTP_H-compatible: no decoder matches the in-support "
+                         f"log-odds (largest mismatch {residual:.2e}); more embedding dimensions or "
+                         "fewer in-support tokens are needed")
+    return torch.from_numpy(w.reshape(V, d))
+
+
+def ntp_svm(data: NTPData) -> torch.Tensor:
+    """``W_mm (V, d)``: the max-NTP-margin decoder (least Frobenius norm, orthogonal to ``F``, margin
+    1 between every in-support and every out-of-support token of every context). Solved exactly in a
+    basis of ``F``'s complement (least-distance NNLS). Raises :class:`InfeasibleError` when the data
+    are not NTP-separable, ``ValueError`` when no context has an out-of-support token."""
+    margin_rows = _pair_rows(data, "margin")
+    V, d = data.P.shape[1], data.H.shape[1]
+    if margin_rows.size == 0:
+        raise ValueError("every context is followed by every token: there is no margin to maximize")
+    _, complement = _subspace_basis(_pair_rows(data, "support"), V * d)
+    reduced = margin_rows @ complement
+    coefficients = _min_norm_point(reduced) if complement.shape[1] else None
+    if coefficients is None:
+        raise InfeasibleError("the data are not NTP-separable: no decoder orthogonal to the data "
+                              "subspace puts every in-support token above every other token")
+    return torch.from_numpy((complement @ coefficients).reshape(V, d))
+
+
+def ntp_project(W, data: NTPData) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(P_F W, W - P_F W)``: the parts of ``W (V, d)`` in the data subspace and orthogonal to it."""
+    W = as_tensor(W, "W")
+    V, d = data.P.shape[1], data.H.shape[1]
+    if W.shape != (V, d):
+        raise ValueError(f"W must be (V, d) = {(V, d)}, got {tuple(W.shape)}")
+    basis, _ = _subspace_basis(_pair_rows(data, "support"), V * d)
+    inside = basis @ (basis.T @ W.numpy().ravel())
+    inside = torch.from_numpy(inside.reshape(V, d))
+    return inside, W - inside
+
+
+@dataclass(frozen=True)
+class NTPHistory:
+    """Gradient descent on the NTP loss: logged ``steps``, ``loss``, and ``iterates`` ``(k, V, d)``."""
+
+    steps: torch.Tensor
+    loss: torch.Tensor
+    iterates: torch.Tensor
+
+
+def ntp_gradient_descent(data: NTPData, steps: int, lr: float, W0=None,
+                         log_steps=None) -> NTPHistory:
+    """Plain gradient descent ``W <- W - lr grad CE(W)`` from ``W0`` (zeros by default), with the
+    closed-form gradient ``sum_j pi_j (softmax(W h_j) - P[j]) h_j^T``. ``log_steps``: the steps to
+    record (default: 0 and about 60 log-spaced ones up to ``steps``)."""
+    steps = check_count(steps, "steps", 1)
+    lr = check_positive(lr, "lr")
+    V, d = data.P.shape[1], data.H.shape[1]
+    W = torch.zeros(V, d, dtype=data.H.dtype) if W0 is None else as_tensor(W0, "W0").clone()
+    if W.shape != (V, d):
+        raise ValueError(f"W0 must be (V, d) = {(V, d)}, got {tuple(W.shape)}")
+    if log_steps is None:
+        log_steps = np.unique(np.r_[0, np.geomspace(1, steps, 60).round().astype(int)])
+    wanted = {int(k) for k in log_steps if 0 <= int(k) <= steps}
+    weighted_H = data.pi[:, None] * data.H                              # (m, d)
+    logged_steps, losses, iterates = [], [], []
+    for k in range(steps + 1):
+        if k in wanted:
+            logged_steps.append(k)
+            losses.append(float(ntp_loss(W, data)))
+            iterates.append(W.clone())
+        if k == steps:
+            break
+        residual = torch.softmax(data.H @ W.T, dim=-1) - data.P           # (m, V)
+        W = W - lr * residual.T @ weighted_H
+    return NTPHistory(torch.tensor(logged_steps), torch.tensor(losses), torch.stack(iterates))

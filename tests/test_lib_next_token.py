@@ -1,0 +1,129 @@
+"""Next-token prediction with a linear decoder (attnsvm.next_token; book page ch08b)."""
+
+import math
+
+import pytest
+import torch
+
+import attnsvm as A
+from attnsvm.next_token import (ntp_data, ntp_finite_part, ntp_gradient_descent, ntp_loss,
+                                ntp_project, ntp_svm)
+
+
+def _instance(seed=0, m=3, d=3, V=6, supports=((0, 1, 2), (2, 3), (1, 4, 5))):
+    g = A.set_seed(seed)
+    H = torch.randn(m, d, generator=g, dtype=torch.float64)
+    H = H / H.norm(dim=1, keepdim=True)                      # unit embeddings: lr 2 is a safe step
+    P = torch.zeros(m, V, dtype=torch.float64)
+    for j, s in enumerate(supports):
+        w = torch.rand(len(s), generator=g, dtype=torch.float64) + 0.2
+        P[j, list(s)] = w / w.sum()
+    return ntp_data(H, P)
+
+
+def test_entropy_and_loss_by_hand():
+    H = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    P = torch.tensor([[0.25, 0.75, 0.0]], dtype=torch.float64)
+    data = ntp_data(H, P)
+    assert data.entropy == pytest.approx(-(0.25 * math.log(0.25) + 0.75 * math.log(0.75)), abs=1e-15)
+    assert float(ntp_loss(torch.zeros(3, 2, dtype=torch.float64), data)) == pytest.approx(math.log(3))
+
+
+def test_finite_part_matches_log_odds_and_lies_in_F():
+    data = _instance()
+    W = ntp_finite_part(data)
+    logits = data.H @ W.T
+    for j in range(3):
+        s = data.support[j].nonzero().flatten()
+        diffs = logits[j, s] - logits[j, s[0]]
+        assert torch.allclose(diffs, (data.P[j, s] / data.P[j, s[0]]).log(), atol=1e-12)
+    inside, outside = ntp_project(W, data)
+    assert float(outside.norm()) < 1e-12 and torch.allclose(inside, W, atol=1e-12)
+
+
+def test_svm_meets_margins_orthogonal_to_F_and_is_least_norm():
+    data = _instance()
+    W = ntp_svm(data)
+    logits = data.H @ W.T
+    S = data.support
+    for j in range(3):
+        assert float(logits[j, S[j]].min() - logits[j, ~S[j]].max()) >= 1 - 1e-9
+        assert float(logits[j, S[j]].max() - logits[j, S[j]].min()) < 1e-9       # equal in-support logits
+    inside, _ = ntp_project(W, data)
+    assert float(inside.norm()) < 1e-10
+    # any feasible decoder orthogonal to F is at least as long: scaled perturbations stay feasible or not
+    g = A.set_seed(1)
+    for _ in range(20):
+        _, direction = ntp_project(torch.randn(6, 3, generator=g, dtype=torch.float64), data)
+        other = W + 0.05 * direction
+        lg = data.H @ other.T
+        if all(float(lg[j, S[j]].min() - lg[j, ~S[j]].max()) >= 1 for j in range(3)):
+            assert float(other.norm()) >= float(W.norm()) - 1e-12
+
+
+def test_one_hot_labels_give_the_multiclass_svm():
+    """|S_j| = 1: F = {0}, W_star = 0 and W_mm is the multiclass max-margin decoder."""
+    H = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    P = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
+    data = ntp_data(H, P)
+    assert float(ntp_finite_part(data).abs().max()) == 0.0
+    W = ntp_svm(data)
+    # by hand: rows w_0 = (2/3, -1/3), w_1 = (-1/3, 2/3), w_2 = (-1/3, -1/3)
+    expected = torch.tensor([[2, -1], [-1, 2], [-1, -1]], dtype=torch.float64) / 3
+    assert torch.allclose(W, expected, atol=1e-12)
+
+
+def test_gradient_descent_reaches_the_three_limits():
+    data = _instance()
+    hist = ntp_gradient_descent(data, 8000, 2.0)
+    W = hist.iterates[-1]
+    inside, _ = ntp_project(W, data)
+    assert float(hist.loss[-1]) - data.entropy < 2e-3
+    assert float((inside - ntp_finite_part(data)).norm()) < 1e-2
+    assert float(A.corr(W, ntp_svm(data))) > 0.99
+    assert bool((hist.loss.diff() <= 1e-15).all())
+    again = ntp_gradient_descent(data, 8000, 2.0)
+    assert torch.equal(again.iterates, hist.iterates)
+
+
+def test_not_separable_and_not_compatible_raise():
+    # one context followed by every token: nothing to separate
+    data = ntp_data(torch.tensor([[1.0]], dtype=torch.float64), torch.tensor([[0.5, 0.5]], dtype=torch.float64))
+    with pytest.raises(ValueError, match="no margin"):
+        ntp_svm(data)
+    # d = 1, two contexts h and 2h with the same pair of tokens and different log-odds: no W matches
+    H = torch.tensor([[1.0], [2.0]], dtype=torch.float64)
+    P = torch.tensor([[0.5, 0.5, 0.0], [0.9, 0.1, 0.0]], dtype=torch.float64)
+    with pytest.raises(ValueError, match="not NTP_H-compatible"):
+        ntp_finite_part(ntp_data(H, P))
+    # d = 1, contexts h and -h both followed by token 0 only: token 0 cannot beat the others on both
+    H = torch.tensor([[1.0], [-1.0]], dtype=torch.float64)
+    P = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+    with pytest.raises(A.InfeasibleError):
+        ntp_svm(ntp_data(H, P))
+
+
+@pytest.mark.parametrize("H, P, pi, message", [
+    (torch.ones(2, 2), torch.tensor([[1.0, 0.0]]), None, "same m"),
+    (torch.eye(2), torch.tensor([[0.7, 0.7], [1.0, 0.0]]), None, "probability"),
+    (torch.eye(2), torch.tensor([[1.5, -0.5], [1.0, 0.0]]), None, "probability"),
+    (torch.ones(2, 2), torch.tensor([[1.0, 0.0], [0.0, 1.0]]), None, "same embedding"),
+    (torch.eye(2), torch.tensor([[1.0, 0.0], [0.0, 1.0]]), [0.2, 0.2], "pi"),
+    (torch.eye(2), torch.tensor([[1.0, 0.0], [0.0, 1.0]]), [1.5, -0.5], "pi"),
+    (torch.tensor([[float("nan"), 0.0], [0.0, 1.0]]), torch.tensor([[1.0, 0.0], [0.0, 1.0]]), None, "NaN|finite|inf"),
+])
+def test_bad_data_raise(H, P, pi, message):
+    with pytest.raises(ValueError, match=message):
+        ntp_data(H, P, pi)
+
+
+def test_bad_gradient_descent_arguments():
+    data = _instance()
+    with pytest.raises(ValueError):
+        ntp_gradient_descent(data, 0, 1.0)
+    with pytest.raises(ValueError):
+        ntp_gradient_descent(data, 10, -1.0)
+    with pytest.raises(ValueError, match="W0"):
+        ntp_gradient_descent(data, 10, 1.0, W0=torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="W must"):
+        ntp_project(torch.zeros(2, 2), data)
