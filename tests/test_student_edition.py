@@ -282,9 +282,7 @@ def _exercise_code(notebook) -> list[str]:
 
 # Chapters whose solution code cells are not gated yet: their student edition still shows the
 # answers (listed so that the rest of the book is held to the rule; remove a chapter once gated).
-NOT_YET_GATED = {"ch03b_reproducing_paper_a", "ch04_gd_convergence", "ch05_overparameterization",
-                 "ch07_prompt_attention", "ch08_sequences", "ch09_optimizer_norms",
-                 "ch10_digits_transformer", "numerics"}
+NOT_YET_GATED = {"ch04_gd_convergence", "ch05_overparameterization", "ch10_digits_transformer"}
 
 
 def _chapter_param(path):
