@@ -282,7 +282,7 @@ def _exercise_code(notebook) -> list[str]:
 
 # Chapters whose solution code cells are not gated yet: their student edition still shows the
 # answers (listed so that the rest of the book is held to the rule; remove a chapter once gated).
-NOT_YET_GATED = {"ch04_gd_convergence", "ch05_overparameterization", "ch10_digits_transformer"}
+NOT_YET_GATED = {"ch04_gd_convergence", "ch05_overparameterization"}
 
 
 def _chapter_param(path):
