@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from .data import Problem
+
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
 
@@ -106,3 +108,57 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 4.0, height: float = 3
     use_style()
     return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False,
                         constrained_layout=True, **kwargs)
+
+
+def draw_selection(ax, problem, alpha, W, support, title: str, examples: Sequence[int] | None = None,
+                   scores: bool = False) -> None:
+    """Att-SVM in the token plane (d = 2): the tokens (selected ones ringed), ``u_i = W z_i`` as
+    arrows, the tight-margin line ``(x - x_{i alpha_i})^T u_i = -1`` of each example (dashed) and
+    the support tokens (black squares).
+
+    ``problem`` is one 2-D instance, ``alpha`` ``(n,)`` the selection, ``W`` ``(2, 2)`` and
+    ``support`` ``(n, T)`` (e.g. an ``SVMResult``'s ``W`` and ``support``); ``examples`` which
+    examples to draw (default all); ``scores`` writes ``gamma_it`` next to each token and stars the
+    optimal token where it is not the selected one.
+    """
+    if not isinstance(problem, Problem) or problem.batch_shape or problem.d != 2:
+        raise ValueError("draw_selection draws one instance with d = 2 (an attnsvm Problem)")
+    alpha, W, support = torch.as_tensor(alpha), torch.as_tensor(W), torch.as_tensor(support)
+    if tuple(alpha.shape) != (problem.n,) or tuple(W.shape) != (2, 2) \
+            or tuple(support.shape) != (problem.n, problem.T) or support.dtype != torch.bool:
+        raise ValueError(f"alpha, W and support must have shapes ({problem.n},), (2, 2) and boolean "
+                         f"({problem.n}, {problem.T}), got {tuple(alpha.shape)}, {tuple(W.shape)} "
+                         f"and {support.dtype} {tuple(support.shape)}")
+    examples = list(range(problem.n)) if examples is None else list(examples)
+    if not examples or any(not 0 <= i < problem.n for i in examples):
+        raise ValueError(f"examples must be indices in [0, {problem.n - 1}], got {examples}")
+    P = problem
+    tokens_2d(ax, P.X[examples], alpha[examples], labels=[f"example {i + 1}" for i in examples])
+    ax.scatter([], [], s=120, facecolors="none", edgecolors="0.3", linewidths=1.8,
+               label="selected token (ringed)")
+    for k, i in enumerate(examples):
+        colour = PALETTE[k]
+        u = W @ P.Z[i]
+        x_sel = P.X[i, alpha[i]]
+        separating_line(ax, u, float(u @ x_sel) - 1, extent=4, color=colour, ls="--", lw=1.2,
+                        label=f"tight margin, example {i + 1}")
+        tip = 0.9 * u / u.norm()
+        ax.annotate("", xy=tuple(tip.tolist()), xytext=(0, 0),
+                    arrowprops=dict(arrowstyle="-|>", color=colour, lw=1.8))
+        ax.annotate(f"$u_{i + 1}$", xy=tuple(tip.tolist()), xytext=(-18, 7 if k == 0 else -16),
+                    textcoords="offset points", color=colour)
+        sup = P.X[i][support[i]]
+        ax.scatter(sup[:, 0], sup[:, 1], marker="s", s=110, facecolors="none", edgecolors="k",
+                   linewidths=1.2, zorder=5, label="support token" if k == 0 else None)
+        if scores:
+            for t in range(P.T):
+                ax.annotate(f"$\\gamma$={float(P.scores[i, t]):+.2f}", xy=tuple(P.X[i, t].tolist()),
+                            xytext=(8, -4), textcoords="offset points", fontsize=8)
+            if int(P.opt[i]) != int(alpha[i]):
+                ax.scatter(*P.X[i, P.opt[i]].tolist(), marker="*", s=160, color="k", zorder=6,
+                           label="optimal token (not selected)")
+    pts = P.X[examples].reshape(-1, 2)
+    lo, hi = pts.min(0).values - 0.4, pts.max(0).values + 0.4
+    lo, hi = torch.minimum(lo, torch.tensor(-1.0)), torch.maximum(hi, torch.tensor(1.0))
+    ax.set(xlim=(float(lo[0]), float(hi[0]) + 0.3 * scores), ylim=(float(lo[1]), float(hi[1])),
+           xlabel="first coordinate", ylabel="second coordinate", title=title)
