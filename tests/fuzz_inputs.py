@@ -731,6 +731,98 @@ def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     history = A.train(A.WAttention.zeros(4), P, 4)
     for tol in (0.0, -1.0, math.nan, "x"):
         add("History", "tolerance", f"unsettled({tol!r})", lambda t=tol: history.unsettled(t))
+    cases.extend(study_cases(P))     # in their own scope: no loop variable rebinds a name above
+    return cases
+
+
+def study_cases(P: A.Problem) -> list[tuple[str, str, str, Callable]]:
+    """The A4 study (attnsvm.a4) and the basin map (attnsvm.basin); ``P`` is one instance (n = 2)."""
+    cases: list[tuple[str, str, str, Callable]] = []
+
+    def add(entry, kind, what, thunk):
+        cases.append((entry, kind, what, thunk))
+
+    # the A4 study (attnsvm.a4)
+    B4 = A.random_problem(2, 3, 2, trials=3, generator=A.set_seed(12))
+    probs4 = torch.full((3, 2, 3), 1 / 3, dtype=F64)
+    for args, kw in (((0, 3, 4, 0, 5), {}), ((2, 1, 4, 0, 5), {}), ((2, 3, 4, -1, 5), {}), ((2, 3, 4, "0", 5), {}),
+                     ((2, 3, 4, 0, 0), {}), ((2, 3, 4, 0, 3), {"start": 3}), ((2, 3, 4, 0, 5), {"drawn": 2}),
+                     ((2, 3, 4, 0, 5), {"unit_norm": "yes"}), ((2, 3, 4, 2 ** 40, 5), {})):
+        add("seeded_instances", "argument", f"{args} {kw}", lambda a=args, kw=kw: A.seeded_instances(*a, **kw))
+    for problem in (P, "P", None, B4.X):
+        add("ngd_outcomes", "type", f"problem={type(problem).__name__}", lambda q=problem: A.ngd_outcomes(q, steps=2))
+    for W0 in (torch.zeros(2, 2, 2, dtype=F64), torch.full((3, 2, 2), math.nan, dtype=F64), "abc", [[1.0]]):
+        add("ngd_outcomes", "W0", f"W0={str(W0)[:20]}", lambda w=W0: A.ngd_outcomes(B4, w, steps=2))
+    for kw in ({"steps": 0}, {"steps": 2.5}, {"lr": -1.0}, {"lr": math.nan}, {"saturation": 0.3},
+               {"saturation": "0.9"}, {"saturation": True}):
+        add("ngd_outcomes", "argument", f"{kw}", lambda kw=kw: A.ngd_outcomes(B4, **kw))
+    for kinds in ("global", [], ["x"], [1, 2], None, ["global", "infeasible"]):
+        add("outcome_counts", "kinds", f"kinds={kinds!r}", lambda k=kinds: A.outcome_counts(k))
+    for levels in ([], "0.9", [0.3], [True], [1.0], None):
+        add("outcomes_by_threshold", "levels", f"levels={levels!r}",
+            lambda lv=levels: A.outcomes_by_threshold(B4, probs4, lv))
+    for problem, probs in ((P, probs4[0]), (B4, probs4[:2]), (B4, "p"), ("P", probs4)):
+        add("outcomes_by_threshold", "shape", f"{type(problem).__name__}, {str(probs)[:10]}",
+            lambda q=problem, pr=probs: A.outcomes_by_threshold(q, pr))
+    for problem in (P, "P", None, B4.X):
+        add("opt_feasible", "type", f"problem={type(problem).__name__}", lambda q=problem: A.opt_feasible(q))
+    for args in ((100, 2, 2), (0, 2, 2), ("5", 5, 2), (5, 1, 2), (5, 5, 2.5)):
+        add("a4_seed", "argument", f"{args}", lambda a=args: A.a4_seed(*a))
+    for args, kw in (((5, 5, 2, 5), {"init": "ones"}), ((5, 5, 2, 0), {}), ((5, 5, 2, 5), {"start": 5}),
+                     ((5, 5, 2, 5), {"drawn": 3}), ((5, 5, 2, 5), {"saturation": 2.0}), ((0, 5, 2, 5), {}),
+                     ((5, 5, 2, 5), {"steps": 0}), ((5, 5, 2, 5), {"lr": 0.0}), ((5, 5, 100, 5), {})):
+        add("a4_runs", "argument", f"{args} {kw}", lambda a=args, kw=kw: A.a4_runs(*a, **kw))
+    for shapes, count, kw in (("ab", 2, {}), ([], 2, {}), ([(1,)], 2, {}), ([(2, 3)], 2, {"ds": "x"}),
+                              ([(2, 3)], 2, {"ds": []}), ([(2, 3)], 0, {}), ([(2, 1)], 2, {}), ([(2, 3)], 2, {"init": 1})):
+        add("a4_grid", "argument", f"{shapes!r} {count} {kw}", lambda s=shapes, c=count, kw=kw: A.a4_grid(s, c, **kw))
+    good4 = A.outcome_counts(["global", "unsaturated"])
+    for counts, kw in (({}, {}), ("x", {}), ({7: good4}, {}), ({2: {"N": 1}}, {}), ({2: good4}, {"keys": ("x",)}),
+                       ({2: good4}, {"keys": "global"}), ({2: good4}, {"readoff": -1.0}),
+                       ({2: good4}, {"readoff": math.nan}), ({2: "c"}, {}), ({2: good4}, {"keys": []})):
+        add("a4_compare", "argument", f"{str(counts)[:20]} {kw}", lambda c=counts, kw=kw: A.a4_compare(c, **kw))
+
+    # the basin map (attnsvm.basin)
+    P1 = A.random_problem(1, 3, 2, generator=A.set_seed(9))
+    u1 = torch.tensor([[1.0, 0.5], [-0.5, 2.0]], dtype=F64)
+    ref1 = torch.tensor([1.0, 0.0], dtype=F64)
+    for args in ((0.0, 4, [1.0]), (-1.0, 4, [1.0]), (math.nan, 4, [1.0]), ("1", 4, [1.0]), (1.0, 0, [1.0]),
+                 (1.0, 2.5, [1.0]), (1.0, 4, []), (1.0, 4, [0.0]), (1.0, 4, [[1.0]]), (1.0, 4, "r"),
+                 (1.0, 4, [math.nan])):
+        add("polar_starts", "argument", f"{args}", lambda a=args: A.polar_starts(*a))
+    for u, ref in (("x", ref1), (u1, torch.zeros(2, dtype=F64)), (u1, torch.ones(3, dtype=F64)),
+                   (torch.zeros(2, 2, dtype=F64), ref1), (torch.full((2, 2), math.nan, dtype=F64), ref1),
+                   (u1, torch.ones(1, 2, dtype=F64)), (u1, None)):
+        add("angle_between", "argument", f"{str(u)[:15]}, {str(ref)[:15]}", lambda u=u, r=ref: A.angle_between(u, r))
+    methods1 = {"NGD": ("ngd", 0.1)}
+    for problem, u0, methods, kw in (
+            (P, u1, methods1, {}), (B4, u1, methods1, {}), ("P", u1, methods1, {}),
+            (P1, torch.ones(2, 3, dtype=F64), methods1, {}), (P1, torch.full((2, 2), math.nan, dtype=F64), methods1, {}),
+            (P1, torch.ones(0, 2, dtype=F64), methods1, {}), (P1, u1, {}, {}), (P1, u1, "gd", {}),
+            (P1, u1, {"x": ("adam", 0.1)}, {}), (P1, u1, {"x": ("gd",)}, {}), (P1, u1, {"x": ("gd", -1.0)}, {}),
+            (P1, u1, methods1, {"steps": 0}), (P1, u1, methods1, {"saturation": 0.2})):
+        add("basin_map", "argument", f"{type(problem).__name__} {str(methods)[:20]} {kw}",
+            lambda q=problem, u=u0, m=methods, kw=kw: A.basin_map(q, u, m, **kw))
+    for problem, u0 in ((P, u1), (B4, u1), (P1, torch.ones(2, 3, dtype=F64)), (P1, "u"), (None, u1)):
+        add("initial_gradient_norms", "argument", f"{type(problem).__name__} {str(u0)[:15]}",
+            lambda q=problem, u=u0: A.initial_gradient_norms(q, u))
+    for alpha, kinds in ((torch.tensor([0.5, 1.0]), ["global", "global"]), (torch.tensor([0, 1]), ["global"]),
+                         (torch.tensor([0, 1]), "gl"), (torch.zeros(2, 2, dtype=torch.long), ["global", "global"]),
+                         ("a", ["global"]), (torch.tensor([True, False]), ["global", "global"])):
+        add("basin_labels", "argument", f"{str(alpha)[:15]} {kinds!r}", lambda a=alpha, k=kinds: A.basin_labels(a, k))
+    ok1 = torch.tensor([True, False])
+    for u, ref, succ, radii, step in ((u1, ref1, ok1.int(), [1.0], 0.1), (u1, ref1, ok1[:1], [1.0], 0.1),
+                                      (u1, ref1, ok1, [1.0], 0.0), (u1, ref1, ok1, [1.0], 4.0),
+                                      (u1, ref1, ok1, [1.0], math.nan), (u1, ref1, ok1, [], 0.1),
+                                      (u1[0], ref1, ok1, [1.0], 0.1), (u1, torch.zeros(2, dtype=F64), ok1, [1.0], 0.1),
+                                      (u1, ref1, "s", [1.0], 0.1), (u1, ref1, ok1, [[1.0]], 0.1)):
+        add("empirical_cones", "argument", f"{str(succ)[:15]} {radii!r} {step!r}",
+            lambda a=(u, ref, succ, radii, step): A.empirical_cones(*a))
+    for kw in ({"seed": -1}, {"seed": "2"}, {"draws": 0}, {"draws": 2.5}, {"min_gap": -1.0},
+               {"min_gap": math.nan}, {"draws": 5, "min_gap": 10.0}):
+        add("local_trap_instance", "argument", f"{kw}", lambda kw=kw: A.local_trap_instance(**kw))
+    for problem, count in ((P, 0), (P, "2"), (B4, 2), ("P", 2), (P, -1), (P, 2.5)):
+        add("repeat_instance", "argument", f"{type(problem).__name__} {count!r}",
+            lambda q=problem, c=count: A.repeat_instance(q, c))
     return cases
 
 

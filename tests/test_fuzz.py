@@ -34,7 +34,8 @@ def test_bad_input_is_refused_clearly(entry, kind, what, thunk):
 # the scale switch (it reads ATTNSVM_SCALE, no argument; at_scale passes any value through).
 EXEMPT = {"LOSSES", "KINDS", "OUTCOMES", "DEFAULT_DTYPE", "__version__",
           "InfeasibleError", "IllConditionedError", "TrainingError", "PathWarning",
-          "SVMResult", "GenSVMResult", "PathResult", "SolutionSetProbe", "KINDS_OF_CLAIM", "NuclearDual", "FirstOrderNuclear", "scale", "at_scale"}
+          "SVMResult", "GenSVMResult", "PathResult", "SolutionSetProbe", "KINDS_OF_CLAIM", "NuclearDual", "FirstOrderNuclear", "scale", "at_scale",
+          "A4_D", "A4_PAPER", "A4Comparison", "TrapInstance"}
 
 
 def _codes() -> dict:

@@ -7,6 +7,10 @@ regularization path, batched over trials. References: Tarzanagh, Li, Thrampoulid
 Selection in Attention Mechanism" (NeurIPS 2023).
 """
 
+from .a4 import (A4_D, A4_PAPER, A4Comparison, a4_compare, a4_grid, a4_runs, a4_seed, ngd_outcomes, opt_feasible,
+                 outcome_counts, outcomes_by_threshold, seeded_instances)
+from .basin import (TrapInstance, angle_between, basin_labels, basin_map, empirical_cones, initial_gradient_norms,
+                    local_trap_instance, polar_starts, repeat_instance)
 from .data import Problem, figure_problem, random_problem
 from .duality import constraint_features, kkt_multipliers
 from .gensvm import GenSVMResult, finite_part, gen_svm, selected_sets, svm_eq_fit
@@ -46,4 +50,8 @@ __all__ = [
     "IllConditionedError", "InfeasibleError", "SVMResult", "att_svm", "is_locally_optimal", "p_svm",
     "History", "TrainingError", "block_normalize", "train",
     "DEFAULT_DTYPE", "get_device", "set_seed", "__version__",
+    "A4_D", "A4_PAPER", "A4Comparison", "a4_compare", "a4_grid", "a4_runs", "a4_seed", "ngd_outcomes",
+    "opt_feasible", "outcome_counts", "outcomes_by_threshold", "seeded_instances",
+    "TrapInstance", "angle_between", "basin_labels", "basin_map", "empirical_cones", "initial_gradient_norms",
+    "local_trap_instance", "polar_starts", "repeat_instance",
 ]

@@ -37,6 +37,15 @@ def _alpha(alpha, shape: tuple[int, ...], T: int) -> torch.Tensor:
         raise ValueError(f"alpha must hold token indices in [0, {T - 1}], got {alpha.tolist()}")
     return alpha
 
+def check_saturation(saturation) -> float | None:
+    """A saturation threshold in (0.5, 1), or None (the argmax rule)."""
+    if saturation is not None and (isinstance(saturation, bool) or not isinstance(saturation, (int, float))):
+        raise TypeError(f"saturation must be a number in (0.5, 1) or None (argmax), got {saturation!r}")
+    if saturation is not None and not 0.5 < saturation < 1:
+        raise ValueError(f"saturation must be in (0.5, 1), got {saturation!r}")
+    return saturation
+
+
 KINDS = ("global", "locally optimal", "not locally optimal", "infeasible", "ill-conditioned")
 OUTCOMES = ("global", "locally optimal", "not locally optimal", "ill-conditioned", "unsaturated")
 MAX_SELECTIONS = 100_000
@@ -85,18 +94,21 @@ def classify_selections(problem: Problem, norm: str = "fro"
     return {alpha: selection_kind(problem, alpha, norm) for alpha in itertools.product(*allowed)}
 
 
-def run_outcomes(problem: Problem, probabilities: torch.Tensor, saturation: float = 0.99,
+def run_outcomes(problem: Problem, probabilities: torch.Tensor, saturation: float | None = 0.99,
                  norm: str = "fro") -> tuple[torch.Tensor, list[str]]:
     """Where each of a batch of training runs ended: its selection and the kind of that selection.
 
     ``probabilities`` ``(B, n, T)`` are the runs' final softmax probabilities on ``problem``
     (``B`` trials). The selection ``alpha_b`` is the top token of each example. A run is
     ``"unsaturated"`` when some example puts less than ``saturation`` on its top token (the run
-    has not chosen yet); otherwise its kind is that of Att-SVM(alpha) in :data:`OUTCOMES`:
+    has not chosen yet; ``saturation=None`` is the argmax rule: every run has chosen its top
+    tokens); otherwise its kind is that of Att-SVM(alpha) in :data:`OUTCOMES`:
     ``"global"`` (alpha = opt), ``"locally optimal"`` (a non-global locally optimal selection),
     ``"not locally optimal"`` or ``"ill-conditioned"``. A saturated selection is feasible (every
     selected logit beats the others), so "infeasible" cannot occur; the SVM is solved only for
-    saturated non-global selections, once per distinct ``(b, alpha_b)``.
+    saturated non-global selections, once per distinct ``(b, alpha_b)``. (Under the argmax rule a
+    top token tied with another would make its selection ``"infeasible"``; float probabilities
+    practically never tie.)
 
     Returns ``(alpha (B, n), kinds)``.
     """
@@ -105,8 +117,7 @@ def run_outcomes(problem: Problem, probabilities: torch.Tensor, saturation: floa
     if len(problem.batch_shape) != 1:
         raise ValueError("run_outcomes needs a problem with one trials dimension (B, n, T, d)")
     _check_norm(norm)
-    if isinstance(saturation, bool) or not isinstance(saturation, (int, float)):
-        raise TypeError(f"saturation must be a number in (0.5, 1), got {saturation!r}")
+    check_saturation(saturation)
     probabilities = as_array(probabilities, "probabilities")
     if not probabilities.is_floating_point():
         raise TypeError(f"probabilities must be floating softmax outputs, got {probabilities.dtype}")
@@ -120,12 +131,12 @@ def run_outcomes(problem: Problem, probabilities: torch.Tensor, saturation: floa
             ((probabilities.sum(-1) - 1).abs() > 1e-6).any()):
         raise ValueError("probabilities must be softmax outputs: in [0, 1], each row summing to 1 "
                          "(pass attention.probabilities(problem))")
-    if not 0.5 < saturation < 1:
-        raise ValueError(f"saturation must be in (0.5, 1), got {saturation!r}")
     probabilities = probabilities.detach().cpu()
     problem = problem.to("cpu")
     alpha = selected_tokens(probabilities)
-    saturated = (probabilities.max(dim=-1).values >= saturation).all(dim=-1)
+    top = probabilities.max(dim=-1).values
+    saturated = torch.ones_like(top[..., 0], dtype=torch.bool) if saturation is None else \
+        (top >= saturation).all(dim=-1)
     global_ = is_global(problem, alpha)
     kinds = []
     for b in range(alpha.shape[0]):

@@ -1,0 +1,190 @@
+"""The A4 study (attnsvm.a4) and the basin map (attnsvm.basin): friendly and hard cases,
+reproducibility from a seed, and checks that fail when the machinery is wrong."""
+
+import math
+
+import pytest
+import torch
+
+import attnsvm as A
+
+F64 = torch.float64
+
+
+# --- seeded instances and runs ---------------------------------------------------------------------
+
+def test_seeded_instances_slices_one_draw():
+    P, g = A.seeded_instances(3, 4, 5, 7, 10, drawn=50)
+    head, g2 = A.seeded_instances(3, 4, 5, 7, 4, drawn=50)
+    tail, _ = A.seeded_instances(3, 4, 5, 7, 10, start=4, drawn=50)
+    assert P.X.shape == (10, 3, 4, 5)
+    assert torch.equal(P.X[:4], head.X) and torch.equal(P.X[4:], tail.X)      # the same draw, sliced
+    assert torch.equal(torch.randn(3, generator=g), torch.randn(3, generator=g2))   # generator after the draw
+    other, _ = A.seeded_instances(3, 4, 5, 8, 10, drawn=50)
+    assert not torch.equal(P.X, other.X)                                      # another seed, other data
+
+
+@pytest.mark.parametrize("kw", [dict(start=5, stop=5), dict(start=0, stop=20, drawn=10), dict(start=-1, stop=3)])
+def test_seeded_instances_refuses_bad_slices(kw):
+    stop = kw.pop("stop")
+    with pytest.raises(ValueError):
+        A.seeded_instances(2, 3, 4, 0, stop, **kw)
+
+
+def test_a4_seed_one_per_cell():
+    assert A.a4_seed(5, 5, 2) == 1_050_502
+    seeds = {A.a4_seed(n, T, d) for n in (4, 5, 6) for T in (4, 5, 8) for d in A.A4_D}
+    assert len(seeds) == 3 * 3 * len(A.A4_D)
+    with pytest.raises(ValueError, match="below 100"):
+        A.a4_seed(5, 5, 100)
+
+
+def test_one_input_runs_reach_opt():
+    """n = 1, T = 2: opt is the only locally optimal selection and NGD from 0 reaches it (a wrong
+    classification or a wrong protocol would show up as another outcome)."""
+    P, _ = A.seeded_instances(1, 2, 3, 11, 8)
+    probabilities, kinds = A.ngd_outcomes(P, steps=400)
+    assert kinds == ["global"] * 8
+    assert bool((A.selected_tokens(probabilities) == P.opt).all())
+
+
+def test_a4_runs_reproducible_and_init_matters():
+    p1, k1 = A.a4_runs(5, 5, 3, 6, steps=200, drawn=20)
+    p2, k2 = A.a4_runs(5, 5, 3, 6, steps=200, drawn=20)
+    assert torch.equal(p1, p2) and k1 == k2
+    pr, _ = A.a4_runs(5, 5, 3, 6, steps=200, drawn=20, init="random")
+    assert not torch.allclose(p1, pr)
+    # a slice of the random-start runs is the same start for the same instance
+    part, _ = A.a4_runs(5, 5, 3, 6, start=2, steps=200, drawn=20, init="random")
+    assert torch.allclose(part, pr[2:], atol=1e-12)
+    with pytest.raises(ValueError, match="init"):
+        A.a4_runs(5, 5, 3, 6, init="ones")
+
+
+def test_ngd_outcomes_checks_w0_and_saturation():
+    P, _ = A.seeded_instances(2, 3, 4, 0, 3)
+    with pytest.raises(ValueError, match="W0 must have shape"):
+        A.ngd_outcomes(P, torch.zeros(2, 4, 4, dtype=F64))
+    with pytest.raises(ValueError, match="saturation"):
+        A.ngd_outcomes(P, saturation=0.3)
+    with pytest.raises(ValueError, match="one trials dimension"):
+        A.ngd_outcomes(P.trial(0))
+
+
+# --- counts, thresholds, feasibility ---------------------------------------------------------------
+
+def test_outcome_counts():
+    c = A.outcome_counts(["global", "global", "locally optimal", "unsaturated", "not locally optimal"])
+    assert c["N"] == 5 and c["global"] == 2 and c["local incl. global"] == 3 and c["neither"] == 2
+    assert c["ill-conditioned"] == 0
+    for bad in (["global", "infeasible"], [], "global"):
+        with pytest.raises((ValueError, TypeError)):
+            A.outcome_counts(bad)
+
+
+def test_argmax_rule_and_threshold_band():
+    P, _ = A.seeded_instances(5, 5, 2, A.a4_seed(5, 5, 2), 30, drawn=500)
+    probabilities, kinds = A.ngd_outcomes(P, steps=300)
+    band = A.outcomes_by_threshold(P, probabilities)
+    assert band[None]["unsaturated"] == 0 and band[None]["N"] == 30
+    assert A.outcome_counts(kinds) == band[0.99]
+    unsat = [band[lv]["unsaturated"] for lv in (None, 0.9, 0.99, 0.999)]
+    assert unsat == sorted(unsat) and unsat[-1] > 0          # stricter rule, more runs not yet chosen
+    alpha, argmax_kinds = A.run_outcomes(P, probabilities, saturation=None)
+    assert torch.equal(alpha, A.selected_tokens(probabilities)) and "unsaturated" not in argmax_kinds
+
+
+def test_opt_feasible_friendly_and_hard():
+    P, _ = A.seeded_instances(3, 3, 6, 1, 5)            # d >= max(n, T - 1): every selection feasible
+    assert bool(A.opt_feasible(P).all())
+    # two examples with the same tokens and query, opposite labels: the optimal tokens differ, and no
+    # W can make both win (hard case: infeasible)
+    X = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]], dtype=F64).expand(2, -1, -1)
+    Z = torch.tensor([[1.0, 1.0], [1.0, 1.0]], dtype=F64)
+    Q = A.Problem(X[None], torch.tensor([[1.0, -1.0]], dtype=F64), Z[None], torch.tensor([1.0, 0.0], dtype=F64))
+    assert Q.opt.tolist() == [[0, 1]]
+    assert A.opt_feasible(Q).tolist() == [False]
+
+
+# --- comparison with the paper's bars --------------------------------------------------------------
+
+def _counts_at(percent_global: int, percent_local: int, N: int = 100) -> dict:
+    kinds = (["global"] * percent_global + ["locally optimal"] * (percent_local - percent_global)
+             + ["unsaturated"] * (100 - percent_local))
+    return A.outcome_counts(kinds * (N // 100))
+
+
+def test_a4_compare_scores_zero_on_the_paper_and_flags_misses():
+    paper = {d: _counts_at(g, l) for d, g, l in zip(A.A4_D, A.A4_PAPER["global"], A.A4_PAPER["local incl. global"])}
+    exact = A.a4_compare(paper)
+    assert exact.score == 0 and exact.outside == []
+    off = dict(paper)
+    off[2] = _counts_at(40, 60, N=500)                     # 23 and 24 points above the paper at d = 2
+    result = A.a4_compare(off)
+    assert result.diffs[2, "global"] == pytest.approx(23) and result.diffs[2, "local incl. global"] == pytest.approx(24)
+    assert result.score == pytest.approx(47 / 12)
+    assert result.outside == [("global", 2), ("local incl. global", 2)]
+    only_small = A.a4_compare({2: off[2], 3: off[3]}, keys=("global",))       # a subset of d and bars
+    assert set(only_small.diffs) == {(2, "global"), (3, "global")}
+    with pytest.raises(ValueError, match="not one of"):
+        A.a4_compare({7: paper[2]})
+    with pytest.raises(ValueError, match="unknown bars"):
+        A.a4_compare(paper, keys=("local",))
+
+
+def test_a4_grid_structure():
+    grid = A.a4_grid([(2, 3), (3, 3)], 4, ds=(2, 20), drawn=10)
+    assert set(grid) == {(2, 3), (3, 3)} and all(set(v) == {2, 20} for v in grid.values())
+    probabilities, kinds = grid[2, 3][20]
+    assert probabilities.shape == (4, 2, 3) and len(kinds) == 4
+    with pytest.raises(TypeError):
+        A.a4_grid([2, 3], 4)
+
+
+# --- the basin map ---------------------------------------------------------------------------------
+
+def test_polar_starts_and_angles():
+    u, angle, ratio = A.polar_starts(2.0, 8, [0.5, 1.0, 4.0])
+    assert u.shape == (24, 2) and torch.allclose(u.norm(dim=-1), 2.0 * ratio)
+    assert torch.allclose(torch.atan2(u[:, 1], u[:, 0]) % (2 * math.pi), angle, atol=1e-12)
+    ref = torch.tensor([1.0, 0.0], dtype=F64)
+    tiny = torch.tensor([[1.0, 1e-9], [-1.0, 0.0], [0.0, 3.0]], dtype=F64)
+    assert torch.allclose(A.angle_between(tiny, ref), torch.tensor([1e-9, math.pi, math.pi / 2], dtype=F64),
+                          rtol=1e-6, atol=0)
+    with pytest.raises(ValueError, match="zero vector"):
+        A.angle_between(tiny, torch.zeros(2, dtype=F64))
+
+
+def test_trap_instance_and_basin_map():
+    trap = A.local_trap_instance()
+    again = A.local_trap_instance()
+    assert (trap.draw, trap.kept, trap.alpha) == (again.draw, again.kept, again.alpha)   # seeded
+    P = trap.problem
+    assert A.selection_kind(P, [trap.alpha])[0] == "locally optimal" and trap.alpha != int(P.opt[0])
+    u_a = trap.svm.W @ P.Z[0]
+    u_opt = A.att_svm(P.X, P.Z, P.opt).W @ P.Z[0]
+    starts = torch.stack([3 * u_a, 3 * u_opt])              # deep on each ray: each ends at its own token
+    runs = A.basin_map(P, starts, {"NGD": ("ngd", 0.1)}, steps=300)["NGD"]
+    assert A.basin_labels(runs["alpha"], runs["kinds"], trap.alpha) == ["alpha", "opt"]
+    assert A.basin_labels(runs["alpha"], runs["kinds"]) == ["other selection", "opt"]
+    grads = A.initial_gradient_norms(P, starts)
+    att = A.WAttention(starts[0][:, None] * P.Z[0][None, :])
+    (g0,) = torch.autograd.grad(A.empirical_risk(att, P).sum(), att.params)
+    assert float(grads[0]) == pytest.approx(float(g0.norm()), rel=1e-12)
+    batch = A.repeat_instance(P, 3)
+    assert batch.batch_shape == (3,) and torch.equal(batch.X[2], P.X)
+    with pytest.raises(ValueError, match="one input"):
+        A.basin_map(A.random_problem(2, 3, 2), starts, {"NGD": ("ngd", 0.1)})
+
+
+def test_empirical_cones_cut_one_step_inside_the_first_failure():
+    u, angle, ratio = A.polar_starts(1.0, 36, [1.0, 2.0])
+    ref = torch.tensor([1.0, 0.0], dtype=F64)
+    theta = A.angle_between(u, ref)
+    success = (theta < math.radians(45)) | ((ratio > 1.5) & (theta < math.radians(75)))
+    cones = {round(c["R0"], 6): c for c in A.empirical_cones(u, ref, success, [1.0, 2.0], math.radians(10))}
+    assert math.degrees(cones[1.0]["t_fail"]) == pytest.approx(50) and math.degrees(cones[1.0]["theta"]) == pytest.approx(40)
+    assert math.degrees(cones[2.0]["theta"]) == pytest.approx(70) and cones[2.0]["count"] == 15
+    assert cones[2.0]["mu"] == pytest.approx(1 - math.cos(math.radians(70)))
+    with pytest.raises(TypeError):
+        A.empirical_cones(u, ref, success.int(), [1.0], 0.1)
