@@ -379,8 +379,14 @@ def method_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
         cases.append(("mask", "att_svm(mask=bad)", lambda m=mask: A.att_svm(P.X, P.Z, P.opt, mask=m)))
     cases.append(("mask", "att_svm selects a masked token",
                   lambda: A.att_svm(P.X, P.Z, [0, 0], mask=torch.tensor([[False, True, True], [True, True, True]]))))
-    for norm in (0.5, "nuc", math.nan, math.inf, True, None, -2):
+    for norm in (0.5, "nuc", math.nan, -math.inf, True, None, -2):
         cases.append(("norm", f"norm_svm(norm={norm!r})", lambda q=norm: A.norm_svm(P.X, P.Z, P.opt, q)))
+    # p = inf is solved (the norm of sign descent): its answer meets the margins and is no longer in
+    # its own norm than the Frobenius solution rescaled to margin 1
+    cases.append(("norm", "norm_svm(norm=inf)", checked(
+        lambda: (A.norm_svm(P.X, P.Z, P.opt, math.inf), A.att_svm(P.X, P.Z, P.opt)),
+        lambda r: abs(r[0].min_margin - 1) < 1e-6 and float(A.matrix_norm(r[0].W, math.inf))
+        <= float(A.matrix_norm(r[1].W, math.inf)) * (1 + 1e-6))))
     cases.append(("norm", "norm_svm spectral diagonal", lambda: A.norm_svm(P.X, P.Z, P.opt, "spectral", diagonal=True)))
     cases.append(("type", "norm_svm diagonal='yes'", lambda: A.norm_svm(P.X, P.Z, P.opt, 2, diagonal="yes")))
     cases.append(("norm", "matrix_norm(norm=0)", lambda: A.matrix_norm(torch.ones(2, 2), 0)))
@@ -508,10 +514,10 @@ def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
                         and r.min_margin >= 1 - 1e-6))
     for value in BAD_ARRAYS + [torch.ones(3), torch.full((2, 2), math.nan)]:
         add("matrix_norm", "non-numeric", f"W={str(value)[:30]}", lambda v=value: A.matrix_norm(v, 2))
-    for p in ("nuc", 0.5, None, math.inf, True):
+    for p in ("nuc", 0.5, None, -math.inf, True):
         add("matrix_norm", "norm", f"norm={p!r}", lambda q=p: A.matrix_norm(torch.ones(2, 2), q))
     for s in SCALES:
-        for p in (1, 2, 3.5, "spectral"):
+        for p in (1, 2, 3.5, math.inf, "spectral"):     # ||ones(2, 2)||: 4^(1/p); inf: 1; spectral: 2
             add("matrix_norm", "extreme", f"ones x {s:g}, {p}",
                 checked(lambda s=s, p=p: A.matrix_norm(torch.ones(2, 2, dtype=F64) * s, p),
                         lambda r, s=s, p=p: _close(r / s, 2.0 if p == "spectral" else 4 ** (1 / p), 1e-12)))

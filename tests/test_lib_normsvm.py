@@ -128,3 +128,35 @@ def test_diagonal_attention_is_w_attention_of_its_diagonal():
         A.train(A.WAttention.zeros(5), P, 2, method="mirror", max_step=1.0)
     with pytest.raises(ValueError, match="exponent p must be > 1"):
         A.train(A.WAttention.zeros(5), P, 2, method="mirror", p=1.0)
+
+
+def test_linf_svm_one_constraint_by_hand():
+    """min ||W||_max s.t. <F, W> >= 1 has value 1 / ||F||_1 (Hoelder), attained at sign(F) / ||F||_1."""
+    X = torch.tensor([[[1.0, 0.5], [-0.5, 2.0]]], dtype=torch.float64)
+    Z = torch.tensor([[0.3, -1.2]], dtype=torch.float64)
+    F = torch.outer(X[0, 0] - X[0, 1], Z[0])
+    res = A.norm_svm(X, Z, [0], math.inf)
+    assert res.norm == "linf" and res.unique is False and res.accuracy == "solver"
+    assert res.objective == pytest.approx(1 / float(F.abs().sum()), rel=1e-7)
+    assert float(A.matrix_norm(res.W, math.inf)) == pytest.approx(res.objective, rel=1e-12)
+    assert res.min_margin == pytest.approx(1.0, abs=1e-7)
+
+
+def test_linf_svm_is_smallest_in_its_norm():
+    P = A.random_problem(4, 5, 4, generator=A.set_seed(3))
+    sol = {q: A.norm_svm(P.X, P.Z, P.opt, q) for q in (2, math.inf)}
+    for q, other in ((math.inf, 2), (2, math.inf)):
+        mine = float(A.matrix_norm(sol[q].W, q))
+        theirs = float(A.matrix_norm(sol[other].W, q)) / sol[other].min_margin
+        assert mine <= theirs * (1 + 1e-6)
+    assert float(A.matrix_norm(sol[math.inf].W, math.inf)) < float(A.matrix_norm(sol[2].W, math.inf))
+
+
+def test_sign_descent_steps_are_signs():
+    P = A.random_problem(3, 4, 3, generator=A.set_seed(1))
+    att = A.WAttention.zeros(3)
+    A.train(att, P, 1, 0.1, "sign")
+    assert set(att.W.detach().abs().flatten().tolist()) <= {0.0, 0.1}
+    again = A.WAttention.zeros(3)
+    A.train(again, P, 1, 0.1, "sign")
+    assert torch.equal(att.W, again.W)

@@ -6,10 +6,11 @@ linear models; diagonal factorization: Sheen et al. 2024).
 
     min ||W||   s.t.  (x_{i,alpha_i} - x_it)^T W z_i >= 1   for all i and visible t != alpha_i
 
-for ``norm`` = a number ``p`` (the entrywise lp norm of ``vec(W)``; ``p = 2`` is Att-SVM), or
-``"spectral"`` (the largest singular value). Supported exponents: ``p = 1`` and
-``P_MIN <= p <= P_MAX`` (closer to 1 or larger, the conic form cvxpy builds for ``||.||_p`` grows
-huge or breaks, and the polish below loses its accuracy; use ``p = 1`` or ``"spectral"``). With
+for ``norm`` = a number ``p`` (the entrywise lp norm of ``vec(W)``; ``p = 2`` is Att-SVM; ``p =
+inf`` the largest entry, the norm of sign descent), or ``"spectral"`` (the largest singular value).
+Supported exponents: ``p = 1``, ``P_MIN <= p <= P_MAX`` and ``p = inf`` (in between, the conic
+form cvxpy builds for ``||.||_p`` grows huge or breaks, and the polish below loses its accuracy;
+use ``p = 1`` or ``p = inf`` for the limits). With
 ``diagonal=True`` W is restricted to diagonal matrices (the model ``W = diag(k * q)``).
 Feasibility does not depend on the norm: it is screened exactly as in ``att_svm`` and raises
 :class:`InfeasibleError`. The problem is then handed to cvxpy with the interior-point solver
@@ -25,8 +26,8 @@ active set: with ``g(y) = sign(y) |y|^(q - 1)`` (``1/p + 1/q = 1``) the KKT cond
 to ``||w||_p`` to 1e-12 relative (weak duality then proves the objective optimal, and the unique
 KKT point of a strictly convex norm is the solution). The result's ``accuracy`` says
 ``"polished"`` when it is, ``"solver"`` otherwise; for ``p = 1`` and the spectral norm (not
-strictly convex: ``unique=False``, the solution set may not be a point) the answer is the
-solver's, accurate to its tolerance.
+strictly convex: ``unique=False``, the solution set may not be a point), and for ``p = inf``
+(the same), the answer is the solver's, accurate to its tolerance.
 """
 
 from __future__ import annotations
@@ -54,18 +55,20 @@ def _check_norm(norm, solvable: bool = False) -> float | str:
     if isinstance(norm, bool) or not isinstance(norm, (int, float, np.integer, np.floating)):
         raise ValueError(f"norm must be a number p >= 1 (entrywise lp) or 'spectral', got "
                          f"{type(norm).__name__} {norm!r}")
+    if norm == np.inf:
+        return float(norm)
     if not np.isfinite(norm) or norm < 1:
         raise ValueError(f"norm must be a number p >= 1 (entrywise lp) or 'spectral', got {norm!r}")
     if solvable and norm != 1 and not P_MIN <= norm <= P_MAX:
-        raise ValueError(f"norm_svm solves p = 1 and {P_MIN} <= p <= {P_MAX} (and 'spectral'); "
+        raise ValueError(f"norm_svm solves p = 1, {P_MIN} <= p <= {P_MAX}, p = inf and 'spectral'; "
                          f"got p = {norm!r}: nearer 1 or larger, the conic form of the lp norm "
-                         "degenerates. Use p = 1 for the limit p -> 1")
+                         "degenerates. Use p = 1 or p = inf for the limits")
     return float(norm)
 
 
 def matrix_norm(W, norm) -> torch.Tensor:
-    """``||W||`` in the norms of :func:`norm_svm` (entrywise lp with any ``p >= 1``, or
-    ``"spectral"``), batched over leading dimensions. Computed on each matrix divided by its
+    """``||W||`` in the norms of :func:`norm_svm` (entrywise lp with any ``p >= 1``, ``inf``
+    included, or ``"spectral"``), batched over leading dimensions. Computed on each matrix divided by its
     largest entry, so entries of 1e300 or 1e-300 neither overflow nor underflow."""
     norm = _check_norm(norm)
     W = as_tensor(W, "W", dtype=torch.float64)
@@ -78,6 +81,8 @@ def matrix_norm(W, norm) -> torch.Tensor:
     scaled = W / safe[..., None, None]
     if norm == "spectral":
         value = torch.linalg.matrix_norm(scaled, ord=2)
+    elif norm == np.inf:
+        value = scaled.flatten(-2).abs().amax(-1)
     else:
         value = scaled.flatten(-2).abs().pow(norm).sum(-1).pow(1 / norm)
     return value * safe
@@ -125,7 +130,7 @@ def norm_svm(X, Z, alpha, norm, diagonal: bool = False, support_tol: float = 1e-
     scaled = features * scale
     solution, dual = _conic(scaled, d, norm, diagonal)
     accuracy = "solver"
-    if norm not in ("spectral", 1.0):
+    if norm not in ("spectral", 1.0, np.inf):
         polished = polish(scaled, solution, dual, norm)
         if polished is not None:
             solution, accuracy = polished, "polished"
@@ -138,7 +143,7 @@ def norm_svm(X, Z, alpha, norm, diagonal: bool = False, support_tol: float = 1e-
     label = "spectral" if norm == "spectral" else f"l{norm:g}"
     value = float(matrix_norm(torch.from_numpy(W), norm))
     return _result(W, margins, alpha, label, value, support_tol,
-                   unique=norm not in ("spectral", 1.0), accuracy=accuracy)
+                   unique=norm not in ("spectral", 1.0, np.inf), accuracy=accuracy)
 
 
 def _conic(A: np.ndarray, d: int, norm, diagonal: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -150,6 +155,8 @@ def _conic(A: np.ndarray, d: int, norm, diagonal: bool) -> tuple[np.ndarray, np.
         objective = cp.sigma_max(w)
     elif norm == 1:
         objective = cp.norm1(flat)
+    elif norm == np.inf:
+        objective = cp.norm_inf(flat)
     elif norm == 2:
         objective = cp.sum_squares(flat)
     else:

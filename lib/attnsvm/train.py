@@ -32,7 +32,7 @@ from .models import (Attention, Head, LinearHead, check_compatible, check_head, 
 from .utils import as_tensor, check_count, check_flag, check_positive
 
 
-METHODS = ("gd", "ngd", "polyak", "mirror", "spectral")
+METHODS = ("gd", "ngd", "polyak", "mirror", "spectral", "sign")
 
 
 class TrainingError(ValueError):
@@ -117,7 +117,11 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
           stable: bool = True, max_step: float | None = None, p: float = 2.0,
           callback: Callable[[int, Attention], None] | None = None) -> History:
     """Run ``steps`` iterations of GD (``method="gd"``), normalized GD (``"ngd"``) or the Polyak
-    step (``"polyak"``, with the true infimum ``L*``; linear fixed head only) in place.
+    step (``"polyak"``, with the true infimum ``L*``; linear fixed head only) in place. The other
+    steepest-descent steps: mirror descent (``"mirror"``, the lp potential), spectral descent
+    (``"spectral"``: the polar factor of each matrix gradient) and sign descent (``"sign"``:
+    ``theta <- theta - lr sign(grad)``, steepest descent for the entrywise max norm; Adam without
+    momentum and with ``eps = 0``).
 
     Args:
         attention: the parameterization (its tensors are updated in place), e.g. ``WAttention``.
@@ -230,6 +234,8 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             elif method == "polyak":
                 excess = _shared(excess_over_optimal(evaluation, problem, loss), params, core)
                 updates = _polyak(grads, core, excess, lr, max_step)
+            elif method == "sign":
+                updates = [lr * torch.sign(g) for g in grads]
             elif method == "spectral":
                 updates = [lr * (_polar(g) if k == 2 else _block_normalize(g, k)) for g, k in zip(grads, core)]
             elif method == "mirror":
