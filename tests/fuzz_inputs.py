@@ -738,6 +738,7 @@ def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     for tol in (0.0, -1.0, math.nan, "x"):
         add("History", "tolerance", f"unsettled({tol!r})", lambda t=tol: history.unsettled(t))
     cases.extend(study_cases(P))     # in their own scope: no loop variable rebinds a name above
+    cases.extend(submodule_cases())
     return cases
 
 
@@ -829,6 +830,263 @@ def study_cases(P: A.Problem) -> list[tuple[str, str, str, Callable]]:
     for problem, count in ((P, 0), (P, "2"), (B4, 2), ("P", 2), (P, -1), (P, 2.5)):
         add("repeat_instance", "argument", f"{type(problem).__name__} {count!r}",
             lambda q=problem, c=count: A.repeat_instance(q, c))
+    return cases
+
+
+def _skip_offsets() -> torch.Generator:
+    """``A.set_seed(3)`` after :func:`attnsvm.place_on_canvas` drew the offsets of 2 images of side
+    4 on a canvas of side 4: the generator state at which it draws the noise."""
+    g = A.set_seed(3)
+    torch.randint(0, 1, (2, 2), generator=g)
+    return g
+
+
+def submodule_cases() -> list[tuple[str, str, str, Callable]]:
+    """The path-study machinery (attnsvm.path_study), translated digits (attnsvm.digits) and
+    next-token prediction (attnsvm.next_token)."""
+    cases: list[tuple[str, str, str, Callable]] = []
+
+    def add(entry, kind, what, thunk):
+        cases.append((entry, kind, what, thunk))
+
+    # --- path_study: small hand instances (see tests/test_lib_path_study.py) ---
+    X1 = torch.tensor([[[1.0, 0.0], [0.0, 0.0]]], dtype=F64)      # n = 1, T = 2: margin of W is W[0, 0]
+    P1 = A.Problem(X1, torch.ones(1, dtype=F64), torch.tensor([[1.0, 0.0]], dtype=F64), torch.tensor([1.0, 0.0], dtype=F64))
+    X2 = torch.tensor([[[2.0, 1.0], [1.0, 0.0]], [[0.0, 0.0], [-1.0, 1.0]]], dtype=F64)
+    P2 = A.Problem(X2, torch.ones(2, dtype=F64), torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=F64),
+                   torch.tensor([1.0, 0.0], dtype=F64))
+    B2 = A.random_problem(2, 3, 2, trials=2, generator=A.set_seed(21))
+    e11 = torch.tensor([[1.0, 0.0], [0.0, 0.0]], dtype=F64)
+    svm2 = A.att_svm(P2.X, P2.Z, P2.opt)
+    starts2 = torch.zeros(2, 2, 2, dtype=F64)
+
+    for args in ((0, 2), (-1, 2), (2.5, 2), ("3", 2), (None, 2), (True, 2), (2, 0), (2, "2"), (2, 2.0)):
+        add("random_starts", "size", f"{args}", lambda a=args: A.random_starts(*a, A.set_seed(0)))
+    for gen in (None, "seed", 5, torch.ones(2)):
+        add("random_starts", "type", f"generator={str(gen)[:12]}", lambda g=gen: A.random_starts(2, 2, g))
+    for scale in (0.0, -1e-2, math.nan, math.inf, "0.01", None, True):
+        add("random_starts", "scale", f"scale={scale!r}", lambda s=scale: A.random_starts(2, 2, A.set_seed(0), s))
+    for s in (1e300, 1e-300):
+        add("random_starts", "extreme", f"scale={s:g}",
+            checked(lambda s=s: A.random_starts(3, 2, A.set_seed(4), s),
+                    lambda r, s=s: _close(r, A.random_starts(3, 2, A.set_seed(4), 1.0) * s, 1e-15)))
+
+    for W in BAD_ARRAYS + [torch.full((2, 2), math.nan, dtype=F64), torch.ones(3, 3, dtype=F64), torch.ones(2, dtype=F64),
+                           torch.ones(2, 0, 0, dtype=F64), torch.ones(0, 2, 2, dtype=F64), _with_bad_entry(e11, math.inf, random.Random(1))]:
+        add("excess_loss", "W", f"W={str(W)[:20]}", lambda w=W: A.excess_loss(w, P2))
+    for problem in ("P", None, X2, A.WAttention(e11)):
+        add("excess_loss", "type", f"problem={type(problem).__name__}", lambda q=problem: A.excess_loss(e11, q))
+    for alpha in ("a", [0, 2], [0.5, 1.0], [0], [0, 1, 1], 1, [-1, 0], [[0, 1], [1, 1], [0, 0]], [math.nan, 0]):
+        add("excess_loss", "selection", f"alpha={alpha!r}", lambda a=alpha: A.excess_loss(e11, P2, a))
+    for loss in ("hinge", None, 3):
+        add("excess_loss", "option", f"loss={loss!r}", lambda v=loss: A.excess_loss(e11, P2, loss=v))
+    loss0 = A.excess_loss(svm2.W * 0, P2)          # on the ray of W^mm(opt): from L(0) - L* down to 0
+    for s in (1e300, 1e-300):
+        add("excess_loss", "extreme", f"W = {s:g} W^mm",
+            checked(lambda s=s: A.excess_loss(svm2.W * s, P2),
+                    lambda r, s=s: float(r) == 0 if s > 1 else _close(r, loss0, 1e-12) and float(loss0) > 0))
+
+    kinds2 = A.classify_selections(P2)
+    for kinds in ("k", None, [("global", svm2)], {(0, 0): "global"}, {(0, 0): ("global", None)},
+                  {(0, 0): ("global",)}, {(0, 0): ("infeasible", None)}, {}):
+        add("candidate_directions", "kinds", f"{str(kinds)[:30]}", lambda k=kinds: A.candidate_directions(k))
+    add("candidate_directions", "extreme", "classify_selections of a hand instance",
+        checked(lambda: A.candidate_directions(kinds2),
+                lambda r: r[0][0] == tuple(P2.opt.tolist()) and r[1][0] == "global"
+                and _close(r[2][0], e11, 1e-6) and _close(torch.linalg.matrix_norm(r[2]), torch.ones(len(r[0]), dtype=F64), 1e-12)))
+
+    gp = lambda q=P2, radii=(1.0, 2.0), st=starts2, D=e11[None], fresh=1.5: A.global_path(q, list(radii), st, D,   # noqa: E731
+                                                                                       fresh_from=fresh)
+    for problem in ("P", None, X2, B2):
+        add("global_path", "type", f"problem={type(problem).__name__}", lambda q=problem: gp(q=q))
+    for st in BAD_ARRAYS + [torch.zeros(2, 2, dtype=F64), torch.zeros(2, 3, 3, dtype=F64), torch.zeros(0, 2, 2, dtype=F64),
+                            torch.full((2, 2, 2), math.nan, dtype=F64), torch.zeros(1, 2, 2, 2, dtype=F64)]:
+        add("global_path", "starts", f"starts={str(st)[:20]}", lambda s=st: gp(st=s))
+    for D in BAD_ARRAYS + [e11, torch.zeros(0, 2, 2, dtype=F64), torch.zeros(1, 2, 2, dtype=F64),
+                           torch.full((1, 2, 2), math.inf, dtype=F64), torch.ones(1, 3, 3, dtype=F64)]:
+        add("global_path", "directions", f"directions={str(D)[:20]}", lambda d=D: gp(D=d))
+    for radii in ([], [0.0, 1.0], [-1.0], [math.nan], [1.0, math.inf], "12", [[1.0]], [2.0, 1.0]):
+        add("global_path", "radii", f"radii={radii!r}", lambda r=radii: gp(radii=r))
+    for fresh in (0.0, -1.0, math.nan, math.inf, "1", None):
+        add("global_path", "argument", f"fresh_from={fresh!r}", lambda f=fresh: gp(fresh=f))
+
+    for problem in ("P", None, X2, B2):
+        add("limit_offset", "type", f"problem={type(problem).__name__}", lambda q=problem: A.limit_offset(q, svm2))
+    for svm in (None, "svm", svm2.W, A.att_svm(P2.X, P2.Z, P2.opt, "nuc"), A.att_svm(P2.X, P2.Z, torch.tensor([1, 1])),
+                A.att_svm(P1.X, P1.Z, P1.opt)):
+        add("limit_offset", "svm", f"svm={str(svm)[:20]}", lambda s=svm: A.limit_offset(P2, s))
+    for loss in ("hinge", None, 1):
+        add("limit_offset", "option", f"loss={loss!r}", lambda v=loss: A.limit_offset(P2, svm2, v))
+    t_exp = -1.0                                   # exponential loss: minimiser delta[1, 0] = -1 by hand
+    add("limit_offset", "extreme", "hand instance, exponential loss",
+        checked(lambda: A.limit_offset(P2, svm2, "exponential"),
+                lambda r: _close(r, torch.tensor([[0.0, 0.0], [t_exp, 0.0]], dtype=F64), 1e-7)))
+
+    for curve in BAD_ARRAYS + [[], torch.zeros(2, 2), [0.1, math.nan], [math.inf, 0.0], 0.5, torch.zeros(0)]:
+        add("dip", "curve", f"curve={str(curve)[:20]}", lambda c=curve: A.dip(c))
+    for s in SCALES:
+        add("dip", "extreme", f"curve x {s:g}",
+            checked(lambda s=s: A.dip([0.5 * s, 0.9 * s, 0.7 * s, 0.8 * s, 1.0 * s]),
+                    lambda r, s=s: abs(r[0] / s - 0.2) < 1e-12 and r[1:] == (2, 1)))
+    for big in (1e308, 1.7e308):                   # the depth 2 * big overflows float64
+        add("dip", "overflow", f"curve (+-{big:g})", lambda b=big: A.dip([b, -b]))
+
+    nuc1 = e11
+    for it in BAD_ARRAYS + [torch.zeros(2, 2, dtype=F64), torch.full((2, 2), math.nan, dtype=F64), torch.eye(3, dtype=F64),
+                            torch.zeros(0, 2, 2, dtype=F64), torch.stack([e11, 0 * e11])]:
+        add("c_star_margin", "iterates", f"iterates={str(it)[:20]}", lambda i=it: A.c_star_margin(i, P1, P1.opt, nuc1))
+    for nuc in BAD_ARRAYS + [0 * e11, torch.stack([e11, e11]), torch.full((2, 2), math.nan, dtype=F64), torch.eye(3, dtype=F64)]:
+        add("c_star_margin", "nuc", f"nuc={str(nuc)[:20]}", lambda v=nuc: A.c_star_margin(e11, P1, P1.opt, v))
+    for alpha in ("a", [2], [0.5], [0, 0], [[0], [0]], [-1]):
+        add("c_star_margin", "selection", f"alpha={alpha!r}", lambda a=alpha: A.c_star_margin(e11, P1, a, nuc1))
+    for problem in ("P", None, X1):
+        add("c_star_margin", "type", f"problem={type(problem).__name__}", lambda q=problem: A.c_star_margin(e11, q, [0], nuc1))
+    for s in SCALES:                               # scale-invariant in the iterates: 1, 1/2, 1/sqrt 2 by hand
+        add("c_star_margin", "extreme", f"iterates x {s:g}",
+            checked(lambda s=s: A.c_star_margin(torch.stack([3 * e11, torch.eye(2, dtype=F64),
+                                                             torch.tensor([[1.0, 1.0], [0.0, 0.0]], dtype=F64)]) * s,
+                                                P1, P1.opt, nuc1),
+                    lambda r: _close(r, torch.tensor([1.0, 0.5, 2 ** -0.5], dtype=F64), 1e-12)))
+
+    for problem in ("P", None, X2, B2):
+        add("selection_table", "type", f"problem={type(problem).__name__}", lambda q=problem: A.selection_table(q, P2.opt, svm2))
+    for alpha in ("a", [0], [0, 2], [0.5, 1.0], [[0, 1]], None):
+        add("selection_table", "selection", f"alpha={alpha!r}", lambda a=alpha: A.selection_table(P2, a, svm2))
+    for res in (None, "r", svm2.W, A.att_svm(P1.X, P1.Z, P1.opt)):
+        add("selection_table", "res", f"res={str(res)[:20]}", lambda r=res: A.selection_table(P2, P2.opt, r))
+    add("selection_table", "extreme", "hand instance",
+        checked(lambda: A.selection_table(P2, P2.opt, svm2),
+                lambda r: r.endswith("locally optimal per example: [True, True]") and r.count("\n") >= 5))
+
+    # --- digits: images (n, h, h) with grey levels in [0, 1] ---
+    img = torch.zeros(2, 4, 4, dtype=F64)
+    img[0, 1, 2], img[1, 3, 0] = 1.0, 0.5
+    lab = torch.tensor([1.0, -1.0], dtype=F64)
+    for images in BAD_ARRAYS + [torch.zeros(2, 4, 3), torch.zeros(4, 4), torch.zeros(0, 4, 4), torch.zeros(2, 0, 0),
+                                torch.zeros(1, 2, 4, 4), _with_bad_entry(img, math.nan, random.Random(2)),
+                                _with_bad_entry(img, -math.inf, random.Random(3)), img.to(torch.complex128)]:
+        add("patch_tokens", "images", f"images={str(images)[:20]}", lambda x=images: A.patch_tokens(x, 2))
+        add("place_on_canvas", "images", f"images={str(images)[:20]}", lambda x=images: A.place_on_canvas(x, 8))
+        add("translated_digits", "images", f"images={str(images)[:20]}",
+            lambda x=images: A.translated_digits(x, lab, 8, 4))
+    for patch in (0, -2, 3, 5, 2.0, "2", None, True):
+        add("patch_tokens", "size", f"patch={patch!r}", lambda p=patch: A.patch_tokens(img, p))
+    for position in ("no", 0, None, 1.0):
+        add("patch_tokens", "type", f"position={position!r}", lambda p=position: A.patch_tokens(img, 2, p))
+    for s in SCALES:
+        add("patch_tokens", "extreme", f"images x {s:g}",
+            checked(lambda s=s: A.patch_tokens(img * s, 2),
+                    lambda r, s=s: r.shape == (2, 4, 8) and _close(r[..., :4], A.patch_tokens(img, 2)[..., :4] * s, 0)
+                    and bool((r[..., 4:] == torch.eye(4, dtype=F64)).all())))
+    for canvas in (0, 3, -8, 8.0, "8", None, True):
+        add("place_on_canvas", "size", f"canvas={canvas!r}", lambda c=canvas: A.place_on_canvas(img, c))
+    for noise in (-0.1, math.nan, math.inf, "0.2", None, True):
+        add("place_on_canvas", "noise", f"noise={noise!r}", lambda v=noise: A.place_on_canvas(img, 8, v))
+    for gen in ("g", 0, torch.ones(1)):
+        add("place_on_canvas", "type", f"generator={gen!r}", lambda g=gen: A.place_on_canvas(img, 8, 0.2, g))
+    add("place_on_canvas", "extreme", "noise 0: the images, at their offsets",
+        checked(lambda: A.place_on_canvas(img, 8, 0.0, A.set_seed(3)),
+                lambda r: all(torch.equal(r[0][i, o[0]:o[0] + 4, o[1]:o[1] + 4], img[i])
+                              and float(r[0][i].abs().sum()) == float(img[i].sum())
+                              for i, o in enumerate(r[1].tolist()))))
+    add("place_on_canvas", "extreme", "noise 1e300, canvas = image side",
+        checked(lambda: A.place_on_canvas(img, 4, 1e300, A.set_seed(3)),
+                lambda r: bool(torch.isfinite(r[0]).all()) and not bool(r[1].any())
+                and _close(r[0], 1e300 * torch.randn(2, 4, 4, generator=_skip_offsets(), dtype=F64) + img, 1e-15)))
+    off = torch.tensor([[0, 4], [2, 1]])
+    for offsets in BAD_ARRAYS + [off.double(), off.bool(), off[0], torch.zeros(2, 3, dtype=torch.long), off - 1, off + 4,
+                                 torch.zeros(0, 2, dtype=torch.long)]:
+        add("digit_patches", "offsets", f"offsets={str(offsets)[:20]}", lambda o=offsets: A.digit_patches(o, 4, 8, 4))
+    for args in ((0, 8, 4), (4, 8, 3), (4, 8, 0), (9, 8, 4), (4, "8", 4), (4, 8, 4.0), (4, 8, None), (True, 8, 4)):
+        add("digit_patches", "size", f"digit, canvas, patch = {args!r}", lambda a=args: A.digit_patches(off, *a))
+    for images in ("x", torch.zeros(2, 3, 3), torch.zeros(3, 4, 4), torch.full((2, 4, 4), math.nan)):
+        add("digit_patches", "images", f"images={str(images)[:20]}", lambda x=images: A.digit_patches(off, 4, 8, 4, x))
+    add("digit_patches", "extreme", "ink x 1e-300 (still ink)",
+        checked(lambda: A.digit_patches(off, 4, 8, 4, img * 1e-300),
+                lambda r: r.tolist() == [[False, True, False, False], [False, False, True, False]]))
+    for labels in BAD_ARRAYS + [torch.ones(3), torch.zeros(2), torch.tensor([1.0, math.nan]), torch.ones(2, 1), [1, 2]]:
+        add("translated_digits", "labels", f"labels={str(labels)[:20]}", lambda y=labels: A.translated_digits(img, y, 8, 4))
+    for images in (img * 2, img - 0.5, img * 1e300):
+        add("translated_digits", "images", f"grey levels up to {float(images.max()):g}",
+            lambda x=images: A.translated_digits(x, lab, 8, 4))
+    for kw in ({"canvas": 6}, {"canvas": 2, "patch": 2}, {"canvas": 8, "patch": 8}, {"canvas": 8, "patch": 3},
+               {"patch": 0}, {"noise": -1.0}, {"noise": math.nan}, {"generator": 3}, {"canvas": "8"}):
+        add("translated_digits", "argument", f"{kw}", lambda kw=kw: A.translated_digits(img, lab, **{"canvas": 8, "patch": 4, **kw}))
+    add("translated_digits", "extreme", "noise 0, canvas 8, patch 4",
+        checked(lambda: A.translated_digits(img, lab, 8, 4, 0.0, A.set_seed(5)),
+                lambda r: r.X.shape == (2, 4, 20) and torch.equal(r.Z, r.X.mean(1)) and torch.equal(r.Y, lab)
+                and torch.equal(r.on_ink, A.digit_patches(r.offsets, 4, 8, 4, img))
+                and abs(float(r.canvases.sum()) - 1.5) < 1e-15))
+
+    # --- next_token: m = 2 contexts, V = 3 tokens, d = 2 ---
+    H = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=F64)
+    Pn = torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.0, 1.0]], dtype=F64)
+    data = A.ntp_data(H, Pn)
+    W0 = torch.zeros(3, 2, dtype=F64)
+    for Hb in BAD_ARRAYS + [torch.ones(2), torch.ones(3, 2), torch.ones(2, 0), torch.ones(2, 2, 1),
+                            _with_bad_entry(H, math.nan, random.Random(4)), torch.ones(2, 2), H.to(torch.complex128)]:
+        add("ntp_data", "H", f"H={str(Hb)[:20]}", lambda h=Hb: A.ntp_data(h, Pn))
+    for Pb in BAD_ARRAYS + [Pn[:, :1] * 0 + 1, torch.ones(0, 3), Pn[0], Pn * 2, Pn - 0.25 * (Pn > 0.5),
+                            _with_bad_entry(Pn, math.inf, random.Random(5)), torch.tensor([[1.5, -0.5, 0.0], [0.0, 0.0, 1.0]])]:
+        add("ntp_data", "P", f"P={str(Pb)[:20]}", lambda p=Pb: A.ntp_data(H, p))
+    for pi in [v for v in BAD_ARRAYS if v is not None] + [[0.5], [1.0, 0.0], [0.7, 0.7], [math.nan, 1.0], [[0.5, 0.5]], [1.5, -0.5]]:
+        add("ntp_data", "pi", f"pi={pi!r}"[:30], lambda p=pi: A.ntp_data(H, Pn, p))
+    add("ntp_data", "empty size", "m = 0", lambda: A.ntp_data(torch.ones(0, 2), torch.ones(0, 3)))
+    for s in SCALES:
+        add("ntp_data", "extreme", f"H x {s:g}",
+            checked(lambda s=s: A.ntp_data(H * s, Pn),
+                    lambda r: abs(r.entropy - data.entropy) < 1e-15 and torch.equal(r.pi, data.pi)))
+        add("ntp_loss", "extreme", f"H x {s:g}, W = 0: log V",
+            checked(lambda s=s: A.ntp_loss(W0, A.ntp_data(H * s, Pn)), lambda r: abs(float(r) - math.log(3)) < 1e-15))
+        add("ntp_finite_part", "extreme", f"H x {s:g}",
+            checked(lambda s=s: A.ntp_finite_part(A.ntp_data(H * s, Pn)),
+                    lambda r, s=s: _close(r * s, A.ntp_finite_part(data), 1e-9)))
+        add("ntp_svm", "extreme", f"H x {s:g}",
+            checked(lambda s=s: A.ntp_svm(A.ntp_data(H * s, Pn)),
+                    lambda r, s=s: _close(r * s, A.ntp_svm(data), 1e-6)))
+        add("ntp_project", "extreme", f"W x {s:g}",
+            checked(lambda s=s: A.ntp_project(A.ntp_svm(data) * s + A.ntp_finite_part(data) * s, data),
+                    lambda r, s=s: _close(r[0], A.ntp_finite_part(data) * s, 1e-9) and _close(r[1], A.ntp_svm(data) * s, 1e-9)))
+    for bad in ("data", None, (H, Pn), H, A.random_problem(2, 3, 2, generator=A.set_seed(0))):
+        add("ntp_loss", "type", f"data={type(bad).__name__}", lambda b=bad: A.ntp_loss(W0, b))
+        add("ntp_finite_part", "type", f"data={type(bad).__name__}", lambda b=bad: A.ntp_finite_part(b))
+        add("ntp_svm", "type", f"data={type(bad).__name__}", lambda b=bad: A.ntp_svm(b))
+        add("ntp_project", "type", f"data={type(bad).__name__}", lambda b=bad: A.ntp_project(W0, b))
+        add("ntp_gradient_descent", "type", f"data={type(bad).__name__}", lambda b=bad: A.ntp_gradient_descent(b, 5, 1.0))
+    for W in BAD_ARRAYS + [torch.zeros(2, 3), torch.zeros(3), torch.zeros(1, 3, 2), torch.full((3, 2), math.nan),
+                           _with_bad_entry(W0, math.inf, random.Random(6))]:
+        add("ntp_loss", "W", f"W={str(W)[:20]}", lambda w=W: A.ntp_loss(w, data))
+        add("ntp_project", "W", f"W={str(W)[:20]}", lambda w=W: A.ntp_project(w, data))
+        if W is not None:                              # None = start from zeros
+            add("ntp_gradient_descent", "W0", f"W0={str(W)[:20]}", lambda w=W: A.ntp_gradient_descent(data, 5, 1.0, w))
+    add("ntp_svm", "infeasible", "every context followed by every token",
+        lambda: A.ntp_svm(A.ntp_data(H, torch.full((2, 3), 1 / 3, dtype=F64))))
+    add("ntp_svm", "infeasible", "not NTP-separable", lambda: A.ntp_svm(A.ntp_data(torch.tensor([[1.0], [2.0]]),
+                                                                                  torch.tensor([[1.0, 0.0], [0.0, 1.0]]))))
+    add("ntp_finite_part", "infeasible", "not NTP_H-compatible",
+        lambda: A.ntp_finite_part(A.ntp_data(torch.tensor([[1.0], [2.0]]), torch.tensor([[0.5, 0.5], [0.25, 0.75]]))))
+    for steps in (0, -1, 2.5, "5", None, True):
+        add("ntp_gradient_descent", "size", f"steps={steps!r}", lambda k=steps: A.ntp_gradient_descent(data, k, 1.0))
+    for lr in (0.0, -1.0, math.nan, math.inf, "1", None):
+        add("ntp_gradient_descent", "step", f"lr={lr!r}", lambda v=lr: A.ntp_gradient_descent(data, 5, v))
+    for log_steps in ("abc", [], [9], [-1], [1.5], [[0, 1]], [math.nan], 3, [0, "1"], {"a": 1}):
+        add("ntp_gradient_descent", "log_steps", f"log_steps={log_steps!r}",
+            lambda v=log_steps: A.ntp_gradient_descent(data, 5, 1.0, log_steps=v))
+    for lr in (1e300, 1e305):                      # a huge step oscillates, finitely: the loss stays >= the entropy
+        add("ntp_gradient_descent", "extreme", f"lr={lr:g}",
+            checked(lambda v=lr: A.ntp_gradient_descent(data, 50, v),
+                    lambda r: bool(torch.isfinite(r.iterates).all()) and r.loss.dtype == F64
+                    and bool((r.loss >= data.entropy - 1e-12).all())))
+    add("ntp_gradient_descent", "overflow", "W0 = -1.7e308, lr = 1e308: the first step overflows",
+        lambda: A.ntp_gradient_descent(data, 5, 1e308, torch.full((3, 2), -1.7e308, dtype=F64)))
+    add("ntp_data", "extreme", "float32 and integer inputs are read as float64",
+        checked(lambda: A.ntp_data(torch.eye(2, dtype=torch.int64), torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.0, 1.0]]),
+                                   torch.tensor([0.5, 0.5])),
+                lambda r: r.H.dtype == r.P.dtype == r.pi.dtype == F64 and torch.equal(r.P, Pn)))
+    add("ntp_gradient_descent", "extreme", "lr 1e-300: W stays at W0 to the last digit",
+        checked(lambda: A.ntp_gradient_descent(data, 3, 1e-300, log_steps=[0, 3]),
+                lambda r: r.steps.tolist() == [0, 3] and _close(r.loss, torch.full((2,), math.log(3), dtype=F64), 1e-15)
+                and float(r.iterates[-1].abs().max()) < 1e-299))
     return cases
 
 

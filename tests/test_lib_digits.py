@@ -125,3 +125,17 @@ def test_bad_types_raise_type_error():
         AD.digit_patches(torch.tensor([[0.5, 1.0]]), 8, 16, 4)
     with pytest.raises(TypeError):
         AD.place_on_canvas(torch.zeros(2, 8, 8), generator=0)
+
+
+def test_position_must_be_a_flag():
+    for value in ("no", 0, None, 1.0):
+        with pytest.raises(TypeError, match="position"):
+            AD.patch_tokens(torch.zeros(2, 4, 4), 2, value)
+    assert AD.patch_tokens(torch.zeros(2, 4, 4), 2, False).shape == (2, 4, 4)
+
+
+def test_digit_patches_refuses_no_offsets_and_a_digit_larger_than_the_canvas():
+    with pytest.raises(ValueError, match=r"n >= 1"):
+        AD.digit_patches(torch.zeros(0, 2, dtype=torch.long), 4, 8, 4)
+    with pytest.raises(ValueError, match="must fit the canvas"):
+        AD.digit_patches(torch.zeros(1, 2, dtype=torch.long), 9, 8, 4)

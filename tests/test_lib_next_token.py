@@ -127,3 +127,52 @@ def test_bad_gradient_descent_arguments():
         ntp_gradient_descent(data, 10, 1.0, W0=torch.zeros(2, 2))
     with pytest.raises(ValueError, match="W must"):
         ntp_project(torch.zeros(2, 2), data)
+
+
+def test_functions_refuse_what_is_not_ntp_data():
+    H = torch.eye(2, dtype=torch.float64)
+    P = torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+    W = torch.zeros(3, 2, dtype=torch.float64)
+    for call in (lambda: ntp_loss(W, (H, P)), lambda: ntp_finite_part(H), lambda: ntp_svm(None),
+                 lambda: ntp_project(W, "data"), lambda: ntp_gradient_descent((H, P), 5, 1.0)):
+        with pytest.raises(TypeError, match="NTPData"):
+            call()
+
+
+def test_loss_checks_the_decoder():
+    data = ntp_data(torch.eye(2, dtype=torch.float64), torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"\(V, d\)"):
+        ntp_loss(torch.zeros(2, 3), data)                        # transposed
+    with pytest.raises(ValueError, match="NaN or inf"):
+        ntp_loss(torch.tensor([[0.0, 0.0], [0.0, 0.0], [math.inf, 0.0]]), data)
+    with pytest.raises(TypeError):
+        ntp_loss("W", data)
+
+
+def test_data_are_float64_and_tiny_distinct_embeddings_are_distinct():
+    """float32/integer inputs are read as float64 (the row-sum test is at 1e-12); contexts 1e-300
+    apart are distinct (a distance test would underflow to 0 and call them repeated)."""
+    data = ntp_data(torch.eye(2, dtype=torch.int64), torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.0, 1.0]]),
+                    torch.tensor([0.5, 0.5]))
+    assert data.H.dtype == data.P.dtype == data.pi.dtype == torch.float64
+    tiny = ntp_data(torch.eye(2, dtype=torch.float64) * 1e-300, data.P)
+    assert float(ntp_loss(torch.zeros(3, 2, dtype=torch.float64), tiny)) == pytest.approx(math.log(3), abs=1e-15)
+    assert torch.allclose(ntp_finite_part(tiny) * 1e-300, ntp_finite_part(data), rtol=1e-9, atol=0)
+
+
+def test_gradient_descent_logs_float64_losses_and_checks_log_steps():
+    """The logged loss keeps every digit (a float32 log rounds CE - entropy away below ~1e-7)."""
+    data = _instance()
+    hist = ntp_gradient_descent(data, 3, 1e-300, log_steps=[0, 3])
+    assert hist.loss.dtype == torch.float64 and hist.steps.tolist() == [0, 3]
+    assert float(hist.loss[0]) == float(ntp_loss(torch.zeros(6, 3, dtype=torch.float64), data))
+    for steps, error in (([], ValueError), ([4], ValueError), ([-1], ValueError), ([[0, 1]], ValueError),
+                         (3, ValueError), ([1.5], TypeError), ("abc", TypeError)):
+        with pytest.raises(error, match="log_steps"):
+            ntp_gradient_descent(data, 3, 1.0, log_steps=steps)
+
+
+def test_gradient_descent_refuses_an_overflowing_step():
+    data = ntp_data(torch.eye(2, dtype=torch.float64), torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.0, 1.0]]))
+    with pytest.raises(ValueError, match="far too large"):
+        ntp_gradient_descent(data, 5, 1e308, torch.full((3, 2), -1.7e308, dtype=torch.float64))

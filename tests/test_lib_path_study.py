@@ -337,3 +337,35 @@ def test_draw_selection_draws_one_arrow_and_line_per_example():
     with pytest.raises(ValueError):
         plot.draw_selection(ax, P, P.opt, svm.W, svm.support, "bad", examples=[P.n])
     plt.close(fig)
+
+
+def test_limit_offset_refuses_the_svm_of_a_problem_of_another_size():
+    """Same d, other (n, T): refused by name, not by a shape error deep in the computation."""
+    P = _two_supports()
+    other = _one_example()
+    with pytest.raises(TypeError, match="margins"):
+        limit_offset(P, A.att_svm(other.X, other.Z, other.opt))
+
+
+def test_dip_refuses_a_depth_that_overflows():
+    assert dip([1e300, -1e300])[0] == pytest.approx(2e300)
+    with pytest.raises(ValueError, match="overflows"):
+        dip([1e308, -1e308])
+
+
+def test_c_star_margin_refuses_no_iterates():
+    P = _one_example()
+    nuc = torch.tensor([[1.0, 0.0], [0.0, 0.0]], dtype=F64)
+    with pytest.raises(ValueError, match="at least one matrix"):
+        c_star_margin(torch.zeros(0, 2, 2, dtype=F64), P, P.opt, nuc)
+
+
+def test_global_path_refuses_empty_stacks_and_zero_directions():
+    P = _one_example()
+    starts = random_starts(2, 2, A.set_seed(0))
+    D = torch.tensor([[[1.0, 0.0], [0.0, 0.0]]], dtype=F64)
+    for s, d in ((starts[:0], D), (starts, D[:0])):
+        with pytest.raises(ValueError, match="at least one matrix"):
+            global_path(P, [1.0], s, d, fresh_from=1.0)
+    with pytest.raises(ValueError, match="nonzero"):
+        global_path(P, [1.0], starts, 0 * D, fresh_from=1.0)

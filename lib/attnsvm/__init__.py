@@ -12,6 +12,7 @@ from .a4 import (A4_D, A4_PAPER, A4Comparison, a4_compare, a4_grid, a4_runs, a4_
 from .basin import (TrapInstance, angle_between, basin_labels, basin_map, empirical_cones, initial_gradient_norms,
                     local_trap_instance, polar_starts, repeat_instance)
 from .data import Problem, figure_problem, random_problem
+from .digits import TranslatedDigits, digit_patches, patch_tokens, place_on_canvas, translated_digits
 from .duality import constraint_features, kkt_multipliers
 from .gensvm import GenSVMResult, finite_part, gen_svm, selected_sets, svm_eq_fit
 from .gradients import excess_risk, optimal_risk
@@ -22,7 +23,11 @@ from .metrics import (corr, is_global, max_probability, numerical_rank, probabil
                       selected_tokens)
 from .models import (LOSSES, Attention, DiagonalAttention, KQAttention, LinearHead, MLPHead, PenalizedHead, PromptAttention,
                      WAttention, attention_output, empirical_risk, predict)
+from .next_token import (NTPData, NTPHistory, ntp_data, ntp_finite_part, ntp_gradient_descent, ntp_loss, ntp_project,
+                         ntp_svm)
 from .path import PathResult, PathWarning, regularization_path
+from .path_study import (CANDIDATE_KINDS, GlobalPath, c_star_margin, candidate_directions, dip, excess_loss, global_path,
+                         limit_offset, random_starts, selection_table)
 from .reluhead import a6_draw, ngd_relu_head, span_iterates
 from .report import KINDS_OF_CLAIM, claim, format_table, proportion_interval, within
 from .scale import at_scale, scale
@@ -54,4 +59,8 @@ __all__ = [
     "opt_feasible", "outcome_counts", "outcomes_by_threshold", "seeded_instances",
     "TrapInstance", "angle_between", "basin_labels", "basin_map", "empirical_cones", "initial_gradient_norms",
     "local_trap_instance", "polar_starts", "repeat_instance",
+    "CANDIDATE_KINDS", "GlobalPath", "c_star_margin", "candidate_directions", "dip", "excess_loss", "global_path",
+    "limit_offset", "random_starts", "selection_table",
+    "TranslatedDigits", "digit_patches", "patch_tokens", "place_on_canvas", "translated_digits",
+    "NTPData", "NTPHistory", "ntp_data", "ntp_finite_part", "ntp_gradient_descent", "ntp_loss", "ntp_project", "ntp_svm",
 ]

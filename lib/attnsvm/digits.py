@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .utils import DEFAULT_DTYPE, as_array, as_tensor, check_count, check_generator, check_positive
+from .utils import DEFAULT_DTYPE, as_array, as_tensor, check_count, check_flag, check_generator, check_positive
 
 __all__ = ["TranslatedDigits", "digit_patches", "patch_tokens", "place_on_canvas", "translated_digits"]
 
@@ -48,6 +48,7 @@ def patch_tokens(images, patch: int, position: bool = True) -> torch.Tensor:
     """
     x = _images(images)
     patch = check_count(patch, "patch", 1)
+    position = check_flag(position, "position")
     n, h = x.shape[0], x.shape[-1]
     if h % patch:
         raise ValueError(f"the image side {h} must be a multiple of the patch side {patch}")
@@ -105,10 +106,12 @@ def digit_patches(offsets, digit: int, canvas: int, patch: int, images=None) -> 
         raise TypeError(f"offsets must hold integers, got {off.dtype}")
     digit, canvas = check_count(digit, "digit", 1), check_count(canvas, "canvas", 1)
     patch = check_count(patch, "patch", 1)
-    if off.ndim != 2 or off.shape[1] != 2:
-        raise ValueError(f"offsets must have shape (n, 2), got {tuple(off.shape)}")
+    if off.ndim != 2 or off.shape[1] != 2 or off.shape[0] < 1:
+        raise ValueError(f"offsets must have shape (n, 2) with n >= 1, got {tuple(off.shape)}")
     if canvas % patch:
         raise ValueError(f"the canvas side {canvas} must be a multiple of the patch side {patch}")
+    if digit > canvas:
+        raise ValueError(f"the digit ({digit}) must fit the canvas ({canvas})")
     if bool((off < 0).any()) or bool((off > canvas - digit).any()):
         raise ValueError(f"offsets must lie in [0, {canvas - digit}] so that the digit fits the canvas")
     n = off.shape[0]

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from .svm_core import InfeasibleError, _min_norm_point
-from .utils import as_tensor, check_count, check_positive
+from .utils import DEFAULT_DTYPE, as_array, as_tensor, check_count, check_positive
 
 SUPPORT_TOL = 0.0          # a token is in the support when its probability is > 0
 
@@ -59,8 +59,8 @@ def ntp_data(H, P, pi=None) -> NTPData:
     """Check and package next-token data (see the module docstring). Raises ``ValueError`` for
     wrong shapes, NaN/inf, negative probabilities, rows that do not sum to 1, repeated contexts
     (the paper's contexts are distinct), or non-positive weights."""
-    H = as_tensor(H, "H")
-    P = as_tensor(P, "P")
+    H = as_tensor(H, "H", dtype=DEFAULT_DTYPE)
+    P = as_tensor(P, "P", dtype=DEFAULT_DTYPE)
     if H.ndim != 2 or P.ndim != 2 or P.shape[0] != H.shape[0]:
         raise ValueError(f"H must be (m, d) and P (m, V) with the same m; got {tuple(H.shape)} and "
                          f"{tuple(P.shape)}")
@@ -70,19 +70,36 @@ def ntp_data(H, P, pi=None) -> NTPData:
     check_count(H.shape[1], "the embedding dimension d", 1)
     if bool((P < 0).any()) or not torch.allclose(P.sum(-1), torch.ones(m, dtype=P.dtype), atol=1e-12):
         raise ValueError("each row of P must be a probability vector (entries >= 0, sum 1)")
-    if m > 1 and float(torch.cdist(H, H).add(torch.eye(m, dtype=H.dtype)).min()) == 0:
+    if torch.unique(H, dim=0).shape[0] < m:                # exact repeats (cdist underflows at 1e-300)
         raise ValueError("two contexts have the same embedding: merge them (add their weights and "
                          "mix their next-token distributions); the contexts must be distinct")
     if pi is None:
         pi = torch.full((m,), 1.0 / m, dtype=H.dtype)
-    pi = as_tensor(pi, "pi")
+    pi = as_tensor(pi, "pi", dtype=DEFAULT_DTYPE)
     if pi.shape != (m,) or bool((pi <= 0).any()) or abs(float(pi.sum()) - 1) > 1e-12:
         raise ValueError(f"pi must hold m = {m} positive weights summing to 1, got {pi.tolist()}")
     return NTPData(H, P, pi)
 
 
+def _data(data) -> NTPData:
+    if not isinstance(data, NTPData):
+        raise TypeError(f"data must be the NTPData returned by ntp_data, got {type(data).__name__}")
+    return data
+
+
+def _decoder(W, data: NTPData, name: str = "W") -> torch.Tensor:
+    """A finite float64 decoder of shape ``(V, d)``."""
+    W = as_tensor(W, name, dtype=data.H.dtype)
+    V, d = data.P.shape[1], data.H.shape[1]
+    if W.shape != (V, d):
+        raise ValueError(f"{name} must be (V, d) = {(V, d)}, got {tuple(W.shape)}")
+    return W
+
+
 def ntp_loss(W, data: NTPData) -> torch.Tensor:
     """The cross-entropy of decoder ``W (V, d)`` (stable log-softmax), a scalar tensor."""
+    data = _data(data)
+    W = _decoder(W, data)
     logp = torch.log_softmax(data.H @ W.T, dim=-1)                       # (m, V)
     return -(data.pi * (data.P * torch.where(data.support, logp, torch.zeros_like(logp))).sum(-1)).sum()
 
@@ -118,6 +135,7 @@ def ntp_finite_part(data: NTPData) -> torch.Tensor:
     """``W_star (V, d)``: the point of the data subspace ``F`` whose in-support logit differences
     equal the log-odds (the paper's NTP_H-compatibility). Raises ``ValueError`` when no such point
     exists (the log-odds are not reachable by a linear decoder on these embeddings)."""
+    data = _data(data)
     rows = _pair_rows(data, "support")
     V, d = data.P.shape[1], data.H.shape[1]
     if rows.size == 0:                       # every context has a single next token
@@ -142,6 +160,7 @@ def ntp_svm(data: NTPData) -> torch.Tensor:
     1 between every in-support and every out-of-support token of every context). Solved exactly in a
     basis of ``F``'s complement (least-distance NNLS). Raises :class:`InfeasibleError` when the data
     are not NTP-separable, ``ValueError`` when no context has an out-of-support token."""
+    data = _data(data)
     margin_rows = _pair_rows(data, "margin")
     V, d = data.P.shape[1], data.H.shape[1]
     if margin_rows.size == 0:
@@ -157,10 +176,9 @@ def ntp_svm(data: NTPData) -> torch.Tensor:
 
 def ntp_project(W, data: NTPData) -> tuple[torch.Tensor, torch.Tensor]:
     """``(P_F W, W - P_F W)``: the parts of ``W (V, d)`` in the data subspace and orthogonal to it."""
-    W = as_tensor(W, "W")
-    V, d = data.P.shape[1], data.H.shape[1]
-    if W.shape != (V, d):
-        raise ValueError(f"W must be (V, d) = {(V, d)}, got {tuple(W.shape)}")
+    data = _data(data)
+    W = _decoder(W, data)
+    V, d = W.shape
     basis, _ = _subspace_basis(_pair_rows(data, "support"), V * d)
     inside = basis @ (basis.T @ W.numpy().ravel())
     inside = torch.from_numpy(inside.reshape(V, d))
@@ -180,16 +198,24 @@ def ntp_gradient_descent(data: NTPData, steps: int, lr: float, W0=None,
                          log_steps=None) -> NTPHistory:
     """Plain gradient descent ``W <- W - lr grad CE(W)`` from ``W0`` (zeros by default), with the
     closed-form gradient ``sum_j pi_j (softmax(W h_j) - P[j]) h_j^T``. ``log_steps``: the steps to
-    record (default: 0 and about 60 log-spaced ones up to ``steps``)."""
+    record (default: 0 and about 60 log-spaced ones up to ``steps``), integers in ``[0, steps]``.
+    Raises ``ValueError`` when the iterates or the loss overflow (the step ``lr`` is far too large).
+    """
+    data = _data(data)
     steps = check_count(steps, "steps", 1)
     lr = check_positive(lr, "lr")
     V, d = data.P.shape[1], data.H.shape[1]
-    W = torch.zeros(V, d, dtype=data.H.dtype) if W0 is None else as_tensor(W0, "W0").clone()
-    if W.shape != (V, d):
-        raise ValueError(f"W0 must be (V, d) = {(V, d)}, got {tuple(W.shape)}")
+    W = torch.zeros(V, d, dtype=data.H.dtype) if W0 is None else _decoder(W0, data, "W0").clone()
     if log_steps is None:
         log_steps = np.unique(np.r_[0, np.geomspace(1, steps, 60).round().astype(int)])
-    wanted = {int(k) for k in log_steps if 0 <= int(k) <= steps}
+    log_steps = as_array(log_steps, "log_steps")
+    if log_steps.ndim != 1 or log_steps.numel() == 0:
+        raise ValueError(f"log_steps must be a nonempty 1-D list of steps, got shape {tuple(log_steps.shape)}")
+    if log_steps.is_floating_point() or log_steps.dtype == torch.bool:
+        raise TypeError(f"log_steps must hold integer steps, got dtype {log_steps.dtype}")
+    if bool((log_steps < 0).any()) or bool((log_steps > steps).any()):
+        raise ValueError(f"log_steps must lie in [0, steps] = [0, {steps}], got {log_steps.tolist()}")
+    wanted = set(log_steps.tolist())
     weighted_H = data.pi[:, None] * data.H                              # (m, d)
     logged_steps, losses, iterates = [], [], []
     for k in range(steps + 1):
@@ -197,8 +223,13 @@ def ntp_gradient_descent(data: NTPData, steps: int, lr: float, W0=None,
             logged_steps.append(k)
             losses.append(float(ntp_loss(W, data)))
             iterates.append(W.clone())
+            if not np.isfinite(losses[-1]):
+                raise ValueError(f"the loss overflows at step {k} (||W|| = {float(W.norm()):.1e}): "
+                                 f"the step lr = {lr:g} is far too large")
         if k == steps:
             break
         residual = torch.softmax(data.H @ W.T, dim=-1) - data.P           # (m, V)
         W = W - lr * residual.T @ weighted_H
-    return NTPHistory(torch.tensor(logged_steps), torch.tensor(losses), torch.stack(iterates))
+        if not bool(torch.isfinite(W).all()):
+            raise ValueError(f"the iterates overflow at step {k + 1}: the step lr = {lr:g} is far too large")
+    return NTPHistory(torch.tensor(logged_steps), torch.tensor(losses, dtype=data.H.dtype), torch.stack(iterates))

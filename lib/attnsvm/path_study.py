@@ -167,6 +167,12 @@ def global_path(problem: Problem, radii, starts, directions, *, fresh_from: floa
     if starts.ndim != 3 or directions.ndim != 3:
         raise ValueError(f"starts and directions must be stacks (k, d, d) and (C, d, d), got "
                          f"{tuple(starts.shape)} and {tuple(directions.shape)}")
+    if len(starts) == 0 or len(directions) == 0:
+        raise ValueError(f"starts and directions must hold at least one matrix each, got "
+                         f"{tuple(starts.shape)} and {tuple(directions.shape)}")
+    if not bool((torch.linalg.matrix_norm(directions) > 0).all()):
+        raise ValueError("every candidate direction must be nonzero (unit Frobenius norm, from "
+                         "candidate_directions)")
     fresh_from = check_positive(fresh_from, "fresh_from")
     radii = _check_radii(radii)
     rand = regularization_path(WAttention(starts), Problem.stack([problem] * len(starts)), radii)
@@ -201,9 +207,10 @@ def limit_offset(problem: Problem, svm: SVMResult, loss: str = "logistic") -> to
     """
     problem = _problem(problem, single=True)
     check_loss(loss)
-    if not isinstance(svm, SVMResult) or svm.norm != "fro" or svm.W.shape != (problem.d, problem.d):
+    if (not isinstance(svm, SVMResult) or svm.norm != "fro" or svm.W.shape != (problem.d, problem.d)
+            or tuple(svm.margins.shape) != (problem.n, problem.T)):
         raise TypeError("svm must be the Frobenius Att-SVM(opt) solution (an SVMResult of shape "
-                        f"({problem.d}, {problem.d})) of the problem")
+                        f"({problem.d}, {problem.d}), margins ({problem.n}, {problem.T})) of the problem")
     F_all = constraint_features(problem.X, problem.Z, problem.opt)          # (n, T, d, d)
     margins = torch.einsum("ntde,de->nt", F_all, svm.W.to(F_all))
     own = torch.zeros_like(margins, dtype=torch.bool)
@@ -254,7 +261,11 @@ def dip(curve) -> tuple[float, int, int]:
         raise ValueError(f"curve must be a nonempty 1-D tensor, got shape {tuple(curve.shape)}")
     running = torch.cummax(curve, 0).values
     bottom = int((running - curve).argmax())
-    return float((running - curve)[bottom]), bottom, int(curve[:bottom + 1].argmax())
+    depth = float((running - curve)[bottom])
+    if depth == float("inf"):
+        raise ValueError("the depth of the dip overflows float64 (the curve spans more than 1.8e308): "
+                         "rescale the curve")
+    return depth, bottom, int(curve[:bottom + 1].argmax())
 
 
 def c_star_margin(iterates, problem: Problem, alpha, nuc) -> torch.Tensor:
@@ -271,6 +282,8 @@ def c_star_margin(iterates, problem: Problem, alpha, nuc) -> torch.Tensor:
     problem = _problem(problem)
     d = problem.d
     iterates, nuc = _matrices(iterates, "iterates", d), _matrices(nuc, "nuc", d)
+    if iterates.numel() == 0:
+        raise ValueError(f"iterates has shape {tuple(iterates.shape)}: pass at least one matrix")
     alpha = _selection(alpha, problem)
     if tuple(nuc.shape[:-2]) != problem.batch_shape or tuple(alpha.shape[:-1]) != problem.batch_shape:
         raise ValueError(f"nuc {tuple(nuc.shape)} and alpha {tuple(alpha.shape)} must have the "
