@@ -176,3 +176,17 @@ def test_gradient_descent_refuses_an_overflowing_step():
     data = ntp_data(torch.eye(2, dtype=torch.float64), torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.0, 1.0]]))
     with pytest.raises(ValueError, match="far too large"):
         ntp_gradient_descent(data, 5, 1e308, torch.full((3, 2), -1.7e308, dtype=torch.float64))
+
+
+def test_unconstrained_competitor_meets_the_margins_and_is_shorter():
+    """orthogonal=False: the same margins without equal in-support logits; never longer than W_mm."""
+    data = _instance()
+    W_mm, W_unc = ntp_svm(data), ntp_svm(data, orthogonal=False)
+    lg = data.H @ W_unc.T
+    S = data.support
+    for j in range(3):
+        assert float(lg[j, S[j]].min() - lg[j, ~S[j]].max()) >= 1 - 1e-9
+    assert float(W_unc.norm()) <= float(W_mm.norm()) + 1e-12
+    assert float(A.corr(W_mm, W_unc)) < 0.999                 # a different direction on this instance
+    with pytest.raises(TypeError):
+        ntp_svm(data, orthogonal="no")

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from .svm_core import InfeasibleError, _min_norm_point
-from .utils import DEFAULT_DTYPE, as_array, as_tensor, check_count, check_positive
+from .utils import DEFAULT_DTYPE, as_array, as_tensor, check_count, check_flag, check_positive
 
 SUPPORT_TOL = 0.0          # a token is in the support when its probability is > 0
 
@@ -155,22 +155,31 @@ def ntp_finite_part(data: NTPData) -> torch.Tensor:
     return torch.from_numpy(w.reshape(V, d))
 
 
-def ntp_svm(data: NTPData) -> torch.Tensor:
+def ntp_svm(data: NTPData, orthogonal: bool = True) -> torch.Tensor:
     """``W_mm (V, d)``: the max-NTP-margin decoder (least Frobenius norm, orthogonal to ``F``, margin
     1 between every in-support and every out-of-support token of every context). Solved exactly in a
     basis of ``F``'s complement (least-distance NNLS). Raises :class:`InfeasibleError` when the data
-    are not NTP-separable, ``ValueError`` when no context has an out-of-support token."""
+    are not NTP-separable, ``ValueError`` when no context has an out-of-support token.
+
+    ``orthogonal=False`` drops the condition ``W`` orthogonal to ``F`` (equal logits inside each
+    support): the least-norm decoder with the same margins, a competitor of ``W_mm`` that the paper's
+    theorem rules out as the limit direction (ch08b compares both)."""
     data = _data(data)
+    orthogonal = check_flag(orthogonal, "orthogonal")
     margin_rows = _pair_rows(data, "margin")
     V, d = data.P.shape[1], data.H.shape[1]
     if margin_rows.size == 0:
         raise ValueError("every context is followed by every token: there is no margin to maximize")
-    _, complement = _subspace_basis(_pair_rows(data, "support"), V * d)
+    if orthogonal:
+        _, complement = _subspace_basis(_pair_rows(data, "support"), V * d)
+    else:
+        complement = np.eye(V * d)
     reduced = margin_rows @ complement
     coefficients = _min_norm_point(reduced) if complement.shape[1] else None
     if coefficients is None:
-        raise InfeasibleError("the data are not NTP-separable: no decoder orthogonal to the data "
-                              "subspace puts every in-support token above every other token")
+        raise InfeasibleError("the data are not NTP-separable: no decoder"
+                              + (" orthogonal to the data subspace" if orthogonal else "")
+                              + " puts every in-support token above every other token")
     return torch.from_numpy((complement @ coefficients).reshape(V, d))
 
 
