@@ -280,17 +280,6 @@ def _exercise_code(notebook) -> list[str]:
     return [line for line in firsts if line.lstrip().startswith("# Exercise")]
 
 
-# Chapters whose solution code cells are not gated yet: their student edition still shows the
-# answers (listed so that the rest of the book is held to the rule; remove a chapter once gated).
-NOT_YET_GATED = {"ch04_gd_convergence", "ch05_overparameterization"}
-
-
-def _chapter_param(path):
-    marks = [pytest.mark.xfail(reason="solution code cells not gated yet", strict=False)] \
-        if path.stem in NOT_YET_GATED else []
-    return pytest.param(path, marks=marks, id=path.stem)
-
-
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
 def test_real_chapter(chapter, tmp_path):
     source = jupytext.read(chapter, fmt="md:myst")
@@ -308,7 +297,7 @@ def test_real_chapter(chapter, tmp_path):
     assert _code(student) == [c for c, g in zip(_code(source), gated) if not g]
 
 
-@pytest.mark.parametrize("chapter", [_chapter_param(path) for path in CHAPTERS])
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
 def test_real_chapter_leaks_no_solution(chapter, tmp_path):
     """No answer in the student edition: a solution's code cell (which asserts and glues its
     numbers) must be inside a gated solution, so that the student edition drops it."""
