@@ -295,7 +295,7 @@ def test_training_error_on_injected_nan():
 def test_train_bad_arguments():
     problem = A.random_problem(4, 5, 6, trials=2, generator=A.set_seed(34))
     att = A.WAttention.zeros(6, trials=2)
-    with pytest.raises(ValueError, match="method must be one of 'gd', 'ngd', 'polyak', 'mirror', 'spectral', got 'adam'"):
+    with pytest.raises(ValueError, match="method must be one of 'gd', 'ngd', 'polyak', 'mirror', 'spectral', 'sign', got 'adam'"):
         A.train(att, problem, 2, method="adam")
     for kw, message in ((dict(lr=0.0), "lr must be a finite number in"),
                         (dict(lr=-1.0), "lr must be a finite number in"),
