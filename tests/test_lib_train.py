@@ -409,3 +409,22 @@ def test_max_step_caps_every_method():
         h = A.train(A.WAttention.zeros(5, 3), problem, 20, lr, method, max_step=0.25)
         assert (h.step[:-1] <= 0.25 * (1 + 1e-12)).all()
         assert (h.step[:-1] > 0.2).any()
+
+
+def test_mirror_descent_dual_norm_step():
+    """dual_norm=True: the dual-space step lr * g / ||g||_q (q = p / (p - 1)), by hand on one step."""
+    problem = A.random_problem(2, 3, 3, generator=A.set_seed(2))
+    p, lr = 1.5, 0.1
+    start = torch.full((3, 3), 0.2, dtype=torch.float64)
+    att = A.WAttention(start.clone())
+    risk = A.empirical_risk(att, problem)
+    (g,) = torch.autograd.grad(risk, att.params[0])
+    q = p / (p - 1)
+    u = start.sign() * start.abs() ** (p - 1) - lr * g / g.abs().pow(q).sum() ** (1 / q)
+    expected = u.sign() * u.abs() ** (1 / (p - 1))
+    A.train(att, problem, 1, lr, "mirror", p=p, dual_norm=True)
+    assert torch.allclose(att.W.detach(), expected, atol=1e-14)
+    with pytest.raises(ValueError, match="mirror descent only"):
+        A.train(A.WAttention.zeros(3), problem, 1, lr, "ngd", dual_norm=True)
+    with pytest.raises(TypeError):
+        A.train(A.WAttention.zeros(3), problem, 1, lr, "mirror", p=p, dual_norm="yes")

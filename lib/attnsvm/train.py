@@ -115,6 +115,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
           reference: torch.Tensor | None = None, log_every: int = 1,
           record_iterates: bool = False, eps: float = 0.0, ridge: float = 0.0,
           stable: bool = True, max_step: float | None = None, p: float = 2.0,
+          dual_norm: bool = False,
           callback: Callable[[int, Attention], None] | None = None) -> History:
     """Run ``steps`` iterations of GD (``method="gd"``), normalized GD (``"ngd"``) or the Polyak
     step (``"polyak"``, with the true infimum ``L*``; linear fixed head only) in place. The other
@@ -132,6 +133,9 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
         eps, ridge: the authors' safeguards (THEORY.md section 5, pitfalls 2-3); 0 = exact NGD.
         stable: re-centred softmax output (default) or the textbook formula.
         p: the exponent of the mirror-descent potential (``method="mirror"``), ``p > 1``.
+        dual_norm: mirror descent only: normalize each gradient by its dual norm ``||g||_q``
+            (``1/p + 1/q = 1``), the step of Julistiono, Tarzanagh and Azizan's analysis, instead
+            of its Frobenius norm (the default).
         max_step: the longest update allowed (all blocks together, per trial); None = no cap. The
             Polyak step needs one on runs heading for a locally optimal selection: there
             ``L - L*`` stays positive while the gradient vanishes, so the step grows without bound.
@@ -146,6 +150,9 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     p = check_positive(p, "p")
     if not p > 1:
         raise ValueError(f"the mirror-descent exponent p must be > 1, got {p}")
+    dual_norm = check_flag(dual_norm, "dual_norm")
+    if dual_norm and method != "mirror":
+        raise ValueError(f"dual_norm applies to mirror descent only, not to method={method!r}")
     if method == "mirror" and max_step is not None:
         raise ValueError("max_step does not apply to mirror descent (its steps are taken in the "
                          "dual space); lower lr instead")
@@ -240,7 +247,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
                 updates = [lr * (_polar(g) if k == 2 else _block_normalize(g, k)) for g, k in zip(grads, core)]
             elif method == "mirror":
                 for u, g, k in zip(duals, grads, core):
-                    u -= lr * _block_normalize(g, k)
+                    u -= lr * (_dual_normalize(g, k, p) if dual_norm else _block_normalize(g, k))
                 updates = [q - _from_dual(u, p) for q, u in zip(params, duals)]
             else:
                 updates = [lr * g for g in grads]
@@ -343,6 +350,17 @@ def _polyak(grads: list[torch.Tensor], core: tuple[int, ...], excess: torch.Tens
     top = torch.where(top > 0, top, torch.ones_like(top))
     scale = torch.where(positive, length / (safe / top), torch.zeros_like(norm))
     return [_expand(scale, k) * (g / _expand(top, k)) for g, k in zip(grads, core)]
+
+
+def _dual_normalize(grad: torch.Tensor, core_dims: int, p: float) -> torch.Tensor:
+    """``grad / ||grad||_q`` over the core dimensions, ``q = p / (p - 1)`` the dual exponent of the
+    mirror potential's ``p`` (entrywise); computed on the gradient divided by its largest entry."""
+    q = p / (p - 1)
+    top = grad.abs().flatten(grad.ndim - core_dims).amax(dim=-1)
+    top = top.reshape(*top.shape, *([1] * core_dims))
+    scaled = grad / torch.where(top > 0, top, torch.ones_like(top))
+    norm = scaled.abs().pow(q).flatten(grad.ndim - core_dims).sum(-1).pow(1 / q).reshape(top.shape)
+    return torch.where(top > 0, scaled / norm, torch.zeros_like(grad))
 
 
 def _to_dual(theta: torch.Tensor, p: float) -> torch.Tensor:
