@@ -1,4 +1,4 @@
-"""Attention parameterizations, heads, outputs and losses (attnsvm.models).
+"""Attention parameterizations, heads, outputs and losses (attnsvm.models, attnsvm.heads).
 
 Equivalences between the parameterizations (W = K Q^T, p = W z), the re-centred output against the
 textbook one (value, and gradient under saturation against a high-precision reference), autograd

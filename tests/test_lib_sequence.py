@@ -49,7 +49,7 @@ def test_opt_and_optimal_risk_ignore_masked_tokens():
     assert bool((P.opt <= torch.arange(4).repeat(2)).all())          # causal: opt_ik <= k
     first = torch.arange(0, 8, 4)
     assert bool((P.opt[first] == 0).all()) and bool(torch.isinf(P.score_gap()[first]).all())
-    expected = A.models.LOSSES["logistic"](scores.max(-1).values).mean()
+    expected = A.heads.LOSSES["logistic"](scores.max(-1).values).mean()
     assert torch.allclose(A.optimal_risk(P), expected)
 
 

@@ -21,8 +21,9 @@ from .normsvm import matrix_norm, norm_svm
 from .nuclear import FirstOrderNuclear, NuclearDual, first_order_nuclear_svm, nuclear_dual
 from .metrics import (corr, is_global, max_probability, numerical_rank, probability_off, probability_on,
                       selected_tokens)
-from .models import (LOSSES, Attention, DiagonalAttention, KQAttention, LinearHead, MLPHead, PenalizedHead, PromptAttention,
-                     WAttention, attention_output, empirical_risk, predict)
+from .heads import (LOSSES, LinearHead, MLPHead, PenalizedHead, attention_output, empirical_risk,
+                    predict)
+from .models import Attention, DiagonalAttention, KQAttention, PromptAttention, WAttention
 from .next_token import (NTPData, NTPHistory, ntp_data, ntp_finite_part, ntp_gradient_descent, ntp_loss, ntp_project,
                          ntp_svm)
 from .path import PathResult, PathWarning, regularization_path

@@ -18,7 +18,8 @@ from typing import Mapping, Sequence
 import torch
 
 from .data import Problem, random_problem
-from .models import WAttention, empirical_risk
+from .heads import empirical_risk
+from .models import WAttention
 from .selections import check_saturation, run_outcomes, selection_kind
 from .svm import SVMResult
 from .train import train

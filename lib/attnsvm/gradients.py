@@ -20,10 +20,10 @@ from typing import NamedTuple
 import torch
 
 from .data import Problem
-from .models import (LOSSES, Attention, KQAttention, PromptAttention, WAttention, check_compatible,
-                     check_loss)
+from .heads import LOSSES, check_compatible, check_loss
+from .models import Attention, KQAttention, PromptAttention, WAttention
 
-LOSS_DERIVATIVES = {                         # loss'(u) for each entry of models.LOSSES
+LOSS_DERIVATIVES = {                         # loss'(u) for each entry of heads.LOSSES
     "logistic": lambda u: -torch.sigmoid(-u),
     "exponential": lambda u: -torch.exp(-u),
     "linear": lambda u: -torch.ones_like(u),

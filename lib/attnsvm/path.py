@@ -31,8 +31,8 @@ import torch
 from .data import Problem
 from .gradients import Evaluation, no_worse, risk_and_gradients, supports
 from .metrics import corr
-from .models import (Attention, Head, KQAttention, LinearHead, check_compatible, check_head,
-                     check_loss, empirical_risk)
+from .heads import Head, LinearHead, check_compatible, check_head, check_loss, empirical_risk
+from .models import Attention, KQAttention
 from .path_provenance import START_NAMES, PathProvenance, _won
 from .path_setup import (_check_cone, _check_per_trial, _check_radii, _check_reference,
                          _check_restarts, _expand, _joint_norm, _match_trials, _random_starts,

@@ -24,7 +24,8 @@ import torch
 from .data import Problem
 from .duality import constraint_features
 from .gradients import LOSS_DERIVATIVES, LOSS_INCREMENTS
-from .models import WAttention, check_loss
+from .heads import check_loss
+from .models import WAttention
 from .path import PathResult, regularization_path
 from .path_setup import _check_radii
 from .report import format_table

@@ -27,8 +27,8 @@ import torch
 from .data import Problem
 from .gradients import excess_over_optimal, risk_and_gradients, supports
 from .metrics import correlation, mean_top, unit_scale
-from .models import (Attention, Head, LinearHead, check_compatible, check_head, check_loss,
-                     risk_from_logits)
+from .heads import Head, LinearHead, check_compatible, check_head, check_loss, risk_from_logits
+from .models import Attention
 from .utils import as_tensor, check_count, check_flag, check_positive
 
 
