@@ -1,6 +1,6 @@
 """What a regularization path starts from, and what it checks before it starts: the scaled
 reference and the seeded random restarts of each radius, the radii, the cone, the trials shape, and
-the tensor helpers they share with the descent (``attnsvm.path``)."""
+the tensor helpers they share with the descent (``attnsvm.path``, ``attnsvm.path_descent``)."""
 
 from __future__ import annotations
 

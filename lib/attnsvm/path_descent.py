@@ -1,0 +1,169 @@
+"""The solver of one ball problem of the regularization path (:mod:`attnsvm.path`): projected
+normalized-gradient steps of Barzilai-Borwein length, accepted by a non-monotone test on the
+loss compared through its cancellation-free excess (``gradients.no_worse``), optionally inside
+a cone around a direction (the local path), batched over trials.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .data import Problem
+from .gradients import Evaluation, no_worse, risk_and_gradients, supports
+from .heads import Head, LinearHead, empirical_risk
+from .metrics import corr
+from .models import Attention, KQAttention
+from .path_setup import _expand, _joint_norm
+
+
+MEMORY = 10          # accepted losses the non-monotone step test looks back on
+
+
+def _ball_radius(attention: Attention, R: float) -> float:
+    """Radius of the Euclidean ball in parameter space: R, or sqrt(2R) for (K, Q)."""
+    return (2 * R) ** 0.5 if isinstance(attention, KQAttention) else R
+
+
+def _project_cone(W: torch.Tensor, direction: torch.Tensor, cos_min: float, k: int) -> torch.Tensor:
+    """Rotate ``W`` (norm kept) towards ``direction`` until ``corr(W, direction) >= cos_min``."""
+    batch = W.ndim - k
+    unit_d = direction / _expand(direction.flatten(direction.ndim - k).norm(dim=-1), k)
+    unit_d = unit_d.expand_as(W)
+    norm = W.flatten(batch).norm(dim=-1)
+    c = corr(W, unit_d, batch)
+    perp = W - _expand((W * unit_d).flatten(batch).sum(-1), k) * unit_d
+    perp = perp / _expand(perp.flatten(batch).norm(dim=-1).clamp_min(1e-300), k)
+    sin_min = (1 - cos_min ** 2) ** 0.5
+    rotated = _expand(norm, k) * (cos_min * unit_d + sin_min * perp)
+    return torch.where(_expand(c < cos_min, k), rotated, W)
+
+
+def _search_direction(params: list[torch.Tensor], grads: list[torch.Tensor], core: list[int],
+                      rho: float, sphere: bool, cone: tuple[torch.Tensor, float] | None = None
+                      ) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Search direction per trial, the gradient divided by its norm: where the ball constraint
+    binds (on the sphere, loss decreasing outwards; always when ``sphere``) only its part tangent
+    to the sphere, and, on the boundary of a ``cone``, also without the part that points out of
+    the cone; the whole unit gradient elsewhere. Its length is the first-order optimality
+    residual (0 at a KKT point of the constrained problem; 1 inside the ball), returned too.
+    Gradients are first divided by their largest entry: once the softmax saturates they are
+    exact but tiny (1e-200), and squaring them would underflow."""
+    top = torch.stack([g.abs().flatten(g.ndim - k).amax(-1) for g, k in zip(grads, core)]).amax(0)
+    top = torch.where(top > 0, top, torch.ones_like(top))
+    grads = [g / _expand(top, k) for g, k in zip(grads, core)]
+    inner = sum((p * g).flatten(p.ndim - k).sum(-1) for p, g, k in zip(params, grads, core))
+    pnorm, gnorm = _joint_norm(params, core), _joint_norm(grads, core).clamp_min(1e-300)
+    binding = (pnorm >= rho * (1 - 1e-9)) & (inner < 0)
+    if sphere:
+        binding = torch.ones_like(binding)
+    radial = inner / pnorm.square()
+    direction = [torch.where(_expand(binding, k), g - _expand(radial, k) * p, g) / _expand(gnorm, k)
+                 for p, g, k in zip(params, grads, core)]
+    if cone is not None:                     # W only: params[0]; the normal points into the cone
+        W, k = params[0], core[0]
+        unit_d = cone[0] / _expand(cone[0].flatten(cone[0].ndim - k).norm(dim=-1), k)
+        inward = unit_d - _expand((unit_d * W).flatten(W.ndim - k).sum(-1) / pnorm.square(), k) * W
+        inward = inward / _expand(_joint_norm([inward], [k]).clamp_min(1e-300), k)
+        on_edge = corr(W, unit_d.expand_as(W), W.ndim - k) <= 1 - cone[1] + 1e-9
+        leaving = (direction[0] * inward).flatten(W.ndim - k).sum(-1)   # -step * u leaves if > 0
+        cut = on_edge & binding & (leaving > 0)
+        direction[0] = direction[0] - _expand(torch.where(cut, leaving, 0.0), k) * inward
+    residual = torch.where(binding, _joint_norm(direction, core), torch.ones_like(gnorm))
+    return direction, torch.where(inner.abs() + gnorm > 1e-300, residual, torch.nan)
+
+
+def _evaluate(attention: Attention, problem: Problem, head: Head | None, loss: str,
+              values: torch.Tensor | None) -> Evaluation:
+    """Risk and gradients, closed form for the problem's linear head (``values`` given), autograd
+    otherwise; without the closed form, points are compared by their risk alone."""
+    if values is not None:
+        return risk_and_gradients(attention, problem, loss, values)
+    risk = empirical_risk(attention, problem, head, loss)
+    grads = list(torch.autograd.grad(risk.sum(), attention.params))
+    if isinstance(head, LinearHead) and not head.params and supports(attention):
+        exact = risk_and_gradients(attention, problem, loss)     # same risk: compare it exactly
+        return exact._replace(risk=risk.detach(), grads=grads)
+    return _risk_only(risk.detach(), problem, grads)
+
+
+def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[torch.Tensor],
+             rho: float, steps: int, initial_step: float, tol: float, sphere: bool,
+             cone: tuple[torch.Tensor, float] | None) -> tuple[Evaluation, torch.Tensor]:
+    """Projected descent at one radius from ``accepted`` (evaluated as ``best``), per trial;
+    leaves ``attention`` at the best point seen and returns its evaluation and residual."""
+    params, core = attention.params, attention.core_dims
+    with torch.no_grad():
+        for p, a in zip(params, accepted):
+            p.copy_(a)
+        direction, tangential = _search_direction(params, best.grads, core, rho, sphere, cone)
+        norm = _joint_norm(params, core)
+    step = torch.full_like(norm, initial_step * rho)
+    # Non-monotone test (Grippo, Lampariello and Lucidi 1986): a step is accepted when its loss
+    # is no larger than the largest of the last MEMORY accepted ones, which lets Barzilai-
+    # Borwein steps cross curved valleys; the best point seen is what the radius returns.
+    current, recent = best, [best]
+    kept, kept_tangential = [a.clone() for a in accepted], tangential
+    for _ in range(steps):
+        active = ~(kept_tangential <= 0.1 * tol)        # a trial stops once well converged
+        if not bool(active.any()):
+            break
+        with torch.no_grad():
+            moves = [a - _expand(torch.where(active, step, 0.0), k) * u
+                     for a, u, k in zip(accepted, direction, core)]
+            excess = _joint_norm(moves, core) / rho
+            excess = excess if sphere else excess.clamp_min(1.0)
+            moves = [m / _expand(excess, k) for m, k in zip(moves, core)]
+            if cone is not None:
+                moves[0] = _project_cone(moves[0], cone[0], 1 - cone[1], core[0])
+            for p, m in zip(params, moves):
+                p.copy_(m)
+        trial = evaluate()
+        with torch.no_grad():
+            worst = recent[0]
+            for other in recent[1:]:
+                worst = _select(no_worse(worst, other), other, worst)
+            accept = no_worse(trial, worst) & active
+            new_direction, new_tangential = _search_direction(params, trial.grads, core, rho,
+                                                              sphere, cone)
+            # Barzilai-Borwein length from the accepted move; halve after a rejection
+            s_k = [m - a for m, a in zip(moves, accepted)]
+            y_k = [u - v for u, v in zip(new_direction, direction)]
+            sy = sum((a * b).flatten(a.ndim - k).sum(-1) for a, b, k in zip(s_k, y_k, core))
+            ss = sum(a.flatten(a.ndim - k).pow(2).sum(-1) for a, k in zip(s_k, core))
+            bb = torch.where(sy > 0, ss / sy.clamp_min(1e-300), 2 * step)
+            step = torch.where(accept, bb.clamp(max=0.5 * rho), 0.5 * step)
+            current = _select(accept, trial, current)
+            recent = (recent + [current])[-MEMORY:]
+            improved = accept & no_worse(trial, best)
+            best = _select(improved, trial, best)
+            kept_tangential = torch.where(improved, new_tangential, kept_tangential)
+            for p, a, b, u, v, k in zip(params, accepted, kept, direction, new_direction, core):
+                b.copy_(torch.where(_expand(improved, k), p, b))
+                a.copy_(torch.where(_expand(accept, k), p, a))
+                u.copy_(torch.where(_expand(accept, k), v, u))
+    with torch.no_grad():
+        for p, b in zip(params, kept):
+            p.copy_(b)
+    return best, kept_tangential
+
+
+def _pick(evaluation: Evaluation, index: int) -> Evaluation:
+    """Entry ``index`` of the leading (starts) dimension of a batched evaluation."""
+    probs = evaluation.probs if not evaluation.probs.numel() else evaluation.probs[index]  # a head's:
+    return Evaluation(evaluation.risk[index], probs,                                    # none kept
+                      [g[index] for g in evaluation.grads], evaluation.top[index],
+                      evaluation.excess[index])
+
+
+def _risk_only(risk: torch.Tensor, problem: Problem, grads: list[torch.Tensor]) -> Evaluation:
+    """An evaluation compared by its risk alone (a head without a cancellation-free excess)."""
+    top = torch.full((*risk.shape, problem.n), -1, dtype=torch.long, device=risk.device)
+    return Evaluation(risk, torch.empty(0), grads, top, risk)
+
+
+def _select(mask: torch.Tensor, a: Evaluation, b: Evaluation) -> Evaluation:
+    """Per trial, ``a`` where ``mask`` else ``b`` (gradients included)."""
+    def pick(x, y):
+        return torch.where(mask.reshape(tuple(mask.shape) + (1,) * (x.ndim - mask.ndim)), x, y)
+    return Evaluation(pick(a.risk, b.risk), b.probs, [pick(x, y) for x, y in zip(a.grads, b.grads)],
+                      pick(a.top, b.top), pick(a.excess, b.excess))
