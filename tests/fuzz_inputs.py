@@ -1047,6 +1047,10 @@ def submodule_cases() -> list[tuple[str, str, str, Callable]]:
         add("ntp_project", "extreme", f"W x {s:g}",
             checked(lambda s=s: A.ntp_project(A.ntp_svm(data) * s + A.ntp_finite_part(data) * s, data),
                     lambda r, s=s: _close(r[0], A.ntp_finite_part(data) * s, 1e-9) and _close(r[1], A.ntp_svm(data) * s, 1e-9)))
+    stack = torch.stack([W0, W0 + 1.0])
+    add("ntp_project", "extreme", "a stack of decoders", checked(
+        lambda: A.ntp_project(stack, data),
+        lambda r: all(_close(r[0][k], A.ntp_project(stack[k], data)[0], 1e-12) for k in range(2))))
     for bad in ("data", None, (H, Pn), H, A.random_problem(2, 3, 2, generator=A.set_seed(0))):
         add("ntp_loss", "type", f"data={type(bad).__name__}", lambda b=bad: A.ntp_loss(W0, b))
         add("ntp_finite_part", "type", f"data={type(bad).__name__}", lambda b=bad: A.ntp_finite_part(b))
@@ -1056,7 +1060,8 @@ def submodule_cases() -> list[tuple[str, str, str, Callable]]:
     for W in BAD_ARRAYS + [torch.zeros(2, 3), torch.zeros(3), torch.zeros(1, 3, 2), torch.full((3, 2), math.nan),
                            _with_bad_entry(W0, math.inf, random.Random(6))]:
         add("ntp_loss", "W", f"W={str(W)[:20]}", lambda w=W: A.ntp_loss(w, data))
-        add("ntp_project", "W", f"W={str(W)[:20]}", lambda w=W: A.ntp_project(w, data))
+        if not (isinstance(W, torch.Tensor) and tuple(W.shape) == (1, 3, 2)):   # a stack of one: valid
+            add("ntp_project", "W", f"W={str(W)[:20]}", lambda w=W: A.ntp_project(w, data))
         if W is not None:                              # None = start from zeros
             add("ntp_gradient_descent", "W0", f"W0={str(W)[:20]}", lambda w=W: A.ntp_gradient_descent(data, 5, 1.0, w))
     add("ntp_svm", "infeasible", "every context followed by every token",

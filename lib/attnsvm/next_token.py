@@ -26,9 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 import torch
 
-from .svm_core import InfeasibleError, _min_norm_point
+from .svm_core import InfeasibleError, _basis, _min_norm_point
 from .utils import DEFAULT_DTYPE, as_array, as_tensor, check_count, check_flag, check_positive
 
 SUPPORT_TOL = 0.0          # a token is in the support when its probability is > 0
@@ -87,12 +88,13 @@ def _data(data) -> NTPData:
     return data
 
 
-def _decoder(W, data: NTPData, name: str = "W") -> torch.Tensor:
-    """A finite float64 decoder of shape ``(V, d)``."""
+def _decoder(W, data: NTPData, name: str = "W", batched: bool = False) -> torch.Tensor:
+    """A finite float64 decoder of shape ``(V, d)`` (``(..., V, d)`` when ``batched``)."""
     W = as_tensor(W, name, dtype=data.H.dtype)
     V, d = data.P.shape[1], data.H.shape[1]
-    if W.shape != (V, d):
-        raise ValueError(f"{name} must be (V, d) = {(V, d)}, got {tuple(W.shape)}")
+    if (tuple(W.shape[-2:]) if batched and W.ndim >= 2 else tuple(W.shape)) != (V, d):
+        raise ValueError(f"{name} must be ({'..., ' if batched else ''}V, d) = {(V, d)}, got "
+                         f"{tuple(W.shape)}")
     return W
 
 
@@ -122,13 +124,14 @@ def _pair_rows(data: NTPData, pairs: str) -> np.ndarray:
     return np.array(rows).reshape(-1, V * d)
 
 
-def _subspace_basis(rows: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """Orthonormal bases (columns) of the span of ``rows`` and of its orthogonal complement in R^dim."""
-    if rows.size == 0:
-        return np.zeros((dim, 0)), np.eye(dim)
-    _, sigma, vt = np.linalg.svd(rows, full_matrices=True)
-    rank = int((sigma > sigma[0] * 1e-12).sum()) if sigma.size and sigma[0] > 0 else 0
-    return vt[:rank].T, vt[rank:].T
+def _data_subspace(data: NTPData, complement: bool = False) -> np.ndarray:
+    """An orthonormal basis (columns) of ``F`` (``svm_core._basis``, the span rule of every SVM of the
+    library: singular values above 1e-12 of the largest), or of its orthogonal complement (the same rule)."""
+    rows = _pair_rows(data, "support")
+    dim = data.P.shape[1] * data.H.shape[1]
+    if rows.size == 0:                       # every context has a single next token: F = {0}
+        return np.eye(dim) if complement else np.zeros((dim, 0))
+    return scipy.linalg.null_space(rows, rcond=1e-12) if complement else _basis(rows)
 
 
 def ntp_finite_part(data: NTPData) -> torch.Tensor:
@@ -171,7 +174,7 @@ def ntp_svm(data: NTPData, orthogonal: bool = True) -> torch.Tensor:
     if margin_rows.size == 0:
         raise ValueError("every context is followed by every token: there is no margin to maximize")
     if orthogonal:
-        _, complement = _subspace_basis(_pair_rows(data, "support"), V * d)
+        complement = _data_subspace(data, complement=True)
     else:
         complement = np.eye(V * d)
     reduced = margin_rows @ complement
@@ -184,13 +187,13 @@ def ntp_svm(data: NTPData, orthogonal: bool = True) -> torch.Tensor:
 
 
 def ntp_project(W, data: NTPData) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(P_F W, W - P_F W)``: the parts of ``W (V, d)`` in the data subspace and orthogonal to it."""
+    """``(P_F W, W - P_F W)``: the parts of ``W (..., V, d)`` (one decoder, or a stack such as
+    :attr:`NTPHistory.iterates`) in the data subspace and orthogonal to it."""
     data = _data(data)
-    W = _decoder(W, data)
-    V, d = W.shape
-    basis, _ = _subspace_basis(_pair_rows(data, "support"), V * d)
-    inside = basis @ (basis.T @ W.numpy().ravel())
-    inside = torch.from_numpy(inside.reshape(V, d))
+    W = _decoder(W, data, batched=True)
+    basis = torch.from_numpy(_data_subspace(data))
+    flat = W.flatten(-2)
+    inside = ((flat @ basis) @ basis.T).reshape(W.shape)
     return inside, W - inside
 
 

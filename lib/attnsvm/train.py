@@ -98,13 +98,15 @@ def block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0) -> tor
     return _block_normalize(grad, core_dims, eps)
 
 
-def _block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0) -> torch.Tensor:
-    """:func:`block_normalize` on arguments already checked (the training loop's version)."""
+def _block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0, q: float = 2.0) -> torch.Tensor:
+    """:func:`block_normalize` on arguments already checked (the training loop's version); ``q``:
+    the entrywise norm divided by (2: Frobenius; mirror descent's dual step uses ``p / (p - 1)``)."""
     top = grad.abs().flatten(grad.ndim - core_dims).amax(dim=-1)
     top = top.reshape(*top.shape, *([1] * core_dims))
     safe = torch.where(top > 0, top, torch.ones_like(top))
     scaled = grad / safe
-    norm = scaled.flatten(grad.ndim - core_dims).norm(dim=-1).reshape(top.shape)
+    flat = scaled.flatten(grad.ndim - core_dims)
+    norm = (flat.norm(dim=-1) if q == 2 else flat.norm(p=q, dim=-1)).reshape(top.shape)
     if eps:                  # (a scalar over a subnormal divides by multiplying with 1/x = inf)
         norm = norm + eps / safe
     return torch.where(top > 0, scaled / norm, torch.zeros_like(grad))
@@ -247,7 +249,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
                 updates = [lr * (_polar(g) if k == 2 else _block_normalize(g, k)) for g, k in zip(grads, core)]
             elif method == "mirror":
                 for u, g, k in zip(duals, grads, core):
-                    u -= lr * (_dual_normalize(g, k, p) if dual_norm else _block_normalize(g, k))
+                    u -= lr * _block_normalize(g, k, q=p / (p - 1) if dual_norm else 2.0)
                 updates = [q - _from_dual(u, p) for q, u in zip(params, duals)]
             else:
                 updates = [lr * g for g in grads]
@@ -350,17 +352,6 @@ def _polyak(grads: list[torch.Tensor], core: tuple[int, ...], excess: torch.Tens
     top = torch.where(top > 0, top, torch.ones_like(top))
     scale = torch.where(positive, length / (safe / top), torch.zeros_like(norm))
     return [_expand(scale, k) * (g / _expand(top, k)) for g, k in zip(grads, core)]
-
-
-def _dual_normalize(grad: torch.Tensor, core_dims: int, p: float) -> torch.Tensor:
-    """``grad / ||grad||_q`` over the core dimensions, ``q = p / (p - 1)`` the dual exponent of the
-    mirror potential's ``p`` (entrywise); computed on the gradient divided by its largest entry."""
-    q = p / (p - 1)
-    top = grad.abs().flatten(grad.ndim - core_dims).amax(dim=-1)
-    top = top.reshape(*top.shape, *([1] * core_dims))
-    scaled = grad / torch.where(top > 0, top, torch.ones_like(top))
-    norm = scaled.abs().pow(q).flatten(grad.ndim - core_dims).sum(-1).pow(1 / q).reshape(top.shape)
-    return torch.where(top > 0, scaled / norm, torch.zeros_like(grad))
 
 
 def _to_dual(theta: torch.Tensor, p: float) -> torch.Tensor:
