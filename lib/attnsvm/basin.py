@@ -22,7 +22,7 @@ from .heads import empirical_risk
 from .models import WAttention
 from .selections import check_saturation, run_outcomes, selection_kind
 from .svm import SVMResult
-from .train import train
+from .train import direction_angle, train
 from .utils import as_array, as_mask, as_tensor, check_count, check_positive, check_seed, set_seed
 
 
@@ -74,8 +74,7 @@ def angle_between(u, ref) -> torch.Tensor:
         raise ValueError(f"u (..., d) and ref (d,) must share d, got {tuple(u.shape)} and {tuple(ref.shape)}")
     if not float(ref.norm()) > 0 or bool((u.norm(dim=-1) == 0).any()):
         raise ValueError("a zero vector has no direction: u and ref must be non-zero")
-    a, b = u / u.norm(dim=-1, keepdim=True), ref / ref.norm()
-    return 2 * torch.atan2((a - b).norm(dim=-1), (a + b).norm(dim=-1))
+    return direction_angle(u, ref.expand_as(u), u.ndim - 1)
 
 
 def basin_map(problem: Problem, u0, methods: Mapping[str, tuple[str, float]], steps: int = 2000,
