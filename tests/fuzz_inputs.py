@@ -1105,10 +1105,21 @@ ENTRY_POINTS = {
 }
 
 
+def module_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
+    """The cases of each ``tests/fuzz_cases_*.py`` module (one per library module, in name order):
+    its ``cases(rng)`` returns ``(entry, kind, what, thunk)`` tuples built with the helpers above."""
+    import importlib
+
+    found = []
+    for path in sorted(Path(__file__).resolve().parent.glob("fuzz_cases_*.py")):
+        found += importlib.import_module(path.stem).cases(rng)
+    return found
+
+
 def all_cases(seed: int = 0) -> list[tuple[str, str, str, Callable]]:
     rng = random.Random(seed)
     return [(entry, kind, what, thunk) for entry, make in ENTRY_POINTS.items()
-            for kind, what, thunk in make(rng)] + newer_cases(rng)
+            for kind, what, thunk in make(rng)] + newer_cases(rng) + module_cases(rng)
 
 
 if __name__ == "__main__":
