@@ -1105,15 +1105,24 @@ ENTRY_POINTS = {
 }
 
 
-def module_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
-    """The cases of each ``tests/fuzz_cases_*.py`` module (one per library module, in name order):
-    its ``cases(rng)`` returns ``(entry, kind, what, thunk)`` tuples built with the helpers above."""
+def _case_modules() -> list:
+    """The ``tests/fuzz_cases_*.py`` modules (one per library module), in name order."""
     import importlib
 
-    found = []
-    for path in sorted(Path(__file__).resolve().parent.glob("fuzz_cases_*.py")):
-        found += importlib.import_module(path.stem).cases(rng)
-    return found
+    return [importlib.import_module(path.stem)
+            for path in sorted(Path(__file__).resolve().parent.glob("fuzz_cases_*.py"))]
+
+
+def module_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
+    """The cases of every case module: its ``cases(rng)`` returns ``(entry, kind, what, thunk)``
+    tuples built with the helpers above."""
+    return [case for module in _case_modules() for case in module.cases(rng)]
+
+
+def module_exempt() -> set[str]:
+    """Public names a case module declares input-free (its optional ``EXEMPT`` set: constants and
+    the result containers its functions build), for tests/test_fuzz.py."""
+    return {name for module in _case_modules() for name in getattr(module, "EXEMPT", ())}
 
 
 def all_cases(seed: int = 0) -> list[tuple[str, str, str, Callable]]:

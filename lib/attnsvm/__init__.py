@@ -7,6 +7,7 @@ regularization path, batched over trials. References: Tarzanagh, Li, Thrampoulid
 Selection in Attention Mechanism" (NeurIPS 2023).
 """
 
+from .a5 import A5_D, A5_INSTANCES, A5_SETTINGS, RankRow, a5_instances, a5_rank_study, rank_rows
 from .a4 import (A4_D, A4_PAPER, A4Comparison, a4_compare, a4_grid, a4_runs, a4_seed, ngd_outcomes, opt_feasible,
                  outcome_counts, outcomes_by_threshold, seeded_instances)
 from .basin import (TrapInstance, angle_between, basin_labels, basin_map, empirical_cones, initial_gradient_norms,
@@ -63,5 +64,6 @@ __all__ = [
     "CANDIDATE_KINDS", "GlobalPath", "c_star_margin", "candidate_directions", "dip", "excess_loss", "global_path",
     "limit_offset", "random_starts", "selection_table",
     "TranslatedDigits", "digit_patches", "patch_tokens", "place_on_canvas", "translated_digits",
+    "A5_D", "A5_INSTANCES", "A5_SETTINGS", "RankRow", "a5_instances", "a5_rank_study", "rank_rows",
     "NTPData", "NTPHistory", "ntp_data", "ntp_finite_part", "ntp_gradient_descent", "ntp_loss", "ntp_project", "ntp_svm",
 ]
