@@ -64,9 +64,12 @@ def test_subnormal_data_are_refused_by_the_solvers(P):
         A.att_svm(P.X * 5e-324 / P.X.abs().max(), P.Z, P.opt)
 
 
-def test_probability_off_needs_softmax_rows():
-    with pytest.raises(ValueError, match="sum to 1"):
-        A.probability_off(torch.full((2, 4), 0.1, dtype=F64), torch.tensor([0, 1]))
+def test_probability_on_and_off_need_softmax_rows():
+    for mass in (A.probability_on, A.probability_off):
+        with pytest.raises(ValueError, match="sum to 1"):
+            mass(torch.full((2, 4), 0.1, dtype=F64), torch.tensor([0, 1]))
+        with pytest.raises(ValueError, match="sum to 1"):       # each row in [0, 1], one sums to 1.5
+            mass(torch.tensor([[0.5, 0.5, 0.0], [0.5, 0.5, 0.5]], dtype=F64), torch.tensor([0, 1]))
     s = torch.softmax(torch.randn(2, 4, dtype=F64), -1)
     assert torch.allclose(A.probability_off(s, torch.tensor([0, 1])),
                           1 - s[torch.arange(2), torch.tensor([0, 1])])

@@ -114,9 +114,19 @@ def selected_tokens(probabilities: torch.Tensor) -> torch.Tensor:
     return probabilities.argmax(dim=-1)
 
 
-def probability_on(probabilities: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-    """Softmax mass on the tokens ``alpha`` (e.g. ``opt``), shape ``(*B, n)``."""
+def _softmax_rows(probabilities, where: str) -> torch.Tensor:
+    """``_probabilities`` whose rows also sum to 1 within 1e-4 (softmax outputs)."""
     probabilities = _probabilities(probabilities)
+    if bool(((probabilities.sum(-1) - 1).abs() > 1e-4).any()):
+        raise ValueError(f"probabilities must be softmax outputs whose rows sum to 1; the mass {where} "
+                         "a selection is not defined for other weights")
+    return probabilities
+
+
+def probability_on(probabilities: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """Softmax mass on the tokens ``alpha`` (e.g. ``opt``), shape ``(*B, n)``. The rows must be
+    softmax outputs, summing to 1 (within 1e-4)."""
+    probabilities = _softmax_rows(probabilities, "on")
     alpha = _indices(alpha, tuple(probabilities.shape[:-1]), probabilities.shape[-1], probabilities.device)
     return torch.take_along_dim(probabilities, alpha.unsqueeze(-1), dim=-1).squeeze(-1)
 
@@ -127,10 +137,7 @@ def probability_off(probabilities: torch.Tensor, alpha: torch.Tensor) -> torch.T
     It sums the small probabilities themselves, so it stays accurate where ``1 - s_alpha`` has
     cancelled to 0 (a saturated softmax; see the book's numerics appendix). The rows must be
     softmax outputs, summing to 1 (within 1e-4)."""
-    probabilities = _probabilities(probabilities)
-    if bool(((probabilities.sum(-1) - 1).abs() > 1e-4).any()):
-        raise ValueError("probabilities must be softmax outputs whose rows sum to 1; the mass off "
-                         "a selection is not defined for other weights")
+    probabilities = _softmax_rows(probabilities, "off")
     alpha = _indices(alpha, tuple(probabilities.shape[:-1]), probabilities.shape[-1], probabilities.device)
     others = torch.arange(probabilities.shape[-1], device=probabilities.device) != alpha.unsqueeze(-1)
     return (probabilities * others).sum(-1)
