@@ -38,6 +38,7 @@ from .selections import KINDS, OUTCOMES, SVMCache, classify_selections, run_outc
 from .svm import SVMResult, att_svm, is_locally_optimal, p_svm
 from .svm_core import IllConditionedError, InfeasibleError
 from .train import History, TrainingError, block_normalize, train
+from .a6 import A6Study, a6_study, attention_probabilities, gen_svm_violation
 from .utils import DEFAULT_DTYPE, get_device, set_seed
 
 __version__ = "0.1.0"
@@ -66,4 +67,5 @@ __all__ = [
     "TranslatedDigits", "digit_patches", "patch_tokens", "place_on_canvas", "translated_digits",
     "A5_D", "A5_INSTANCES", "A5_SETTINGS", "RankRow", "a5_instances", "a5_rank_study", "rank_rows",
     "NTPData", "NTPHistory", "ntp_data", "ntp_finite_part", "ntp_gradient_descent", "ntp_loss", "ntp_project", "ntp_svm",
+    "A6Study", "a6_study", "attention_probabilities", "gen_svm_violation",
 ]
