@@ -39,10 +39,10 @@ from .svm import SVMResult, att_svm, is_locally_optimal, p_svm
 from .svm_core import IllConditionedError, InfeasibleError
 from .train import History, TrainingError, block_normalize, train
 from .a6 import A6Study, a6_study, attention_probabilities, gen_svm_violation
-from .graph_svm import (GraphHistory, GraphSVMResult, TokenData, graph_finite_part, graph_gradient_descent, graph_loss,
-                        graph_project, graph_svm, priority_graphs, priority_sccs, score_gaps, token_data)
+from .graph_svm import GraphSVMResult, TokenData, graph_svm, priority_graphs, priority_sccs, score_gaps, token_data
 from .sequences import (causal_pairs_separable, cover_fraction, ngd_until_gap, random_sequences, self_attention_reference,
                         separable_through_origin, smallest_logit_gaps)
+from .graph_descent import GraphHistory, graph_finite_part, graph_gradient_descent, graph_loss, graph_project
 from .utils import DEFAULT_DTYPE, get_device, set_seed
 
 __version__ = "0.1.0"
