@@ -43,6 +43,8 @@ from .graph_svm import GraphSVMResult, TokenData, graph_svm, priority_graphs, pr
 from .sequences import (causal_pairs_separable, cover_fraction, ngd_until_gap, random_sequences, self_attention_reference,
                         separable_through_origin, smallest_logit_gaps)
 from .graph_descent import GraphHistory, graph_finite_part, graph_gradient_descent, graph_loss, graph_project
+from .prompt import (B_KEY_MATRIX, OFFSET_LOSSES, b1_problem, b2_problem, b4_offset, b4_problem, first_crossing, first_departure, log_growth_rate, logistic_offset_turns, saturation_onset, selected_probability)
+from .prompt_joint import authors_joint_ngd, b3_problem, joint_ngd, label_probability, mixed_label_margin
 from .utils import DEFAULT_DTYPE, get_device, set_seed
 
 __version__ = "0.1.0"
@@ -74,4 +76,6 @@ __all__ = [
     "A6Study", "a6_study", "attention_probabilities", "gen_svm_violation",
     "GraphHistory", "GraphSVMResult", "TokenData", "graph_finite_part", "graph_gradient_descent", "graph_loss", "graph_project", "graph_svm", "priority_graphs", "priority_sccs", "score_gaps", "token_data",
     "causal_pairs_separable", "cover_fraction", "ngd_until_gap", "random_sequences", "self_attention_reference", "separable_through_origin", "smallest_logit_gaps",
+    "B_KEY_MATRIX", "OFFSET_LOSSES", "b1_problem", "b2_problem", "b4_offset", "b4_problem", "first_crossing", "first_departure", "log_growth_rate", "logistic_offset_turns", "saturation_onset", "selected_probability",
+    "authors_joint_ngd", "b3_problem", "joint_ngd", "label_probability", "mixed_label_margin",
 ]
