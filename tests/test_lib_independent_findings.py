@@ -121,3 +121,11 @@ def test_overflowing_outputs_are_refused(P):
         A.attention_output(P.X, torch.full((2, 3), float("nan"), dtype=F64))
     with pytest.raises(ValueError, match="every logit -inf"):
         A.attention_output(P.X, torch.full((2, 3), -float("inf"), dtype=F64))
+
+
+def test_python_floats_are_read_in_float64():
+    """A Python float was read through torch's default float32 before widening (0.9 -> 0.89999998)."""
+    from attnsvm.utils import as_array, as_tensor
+    assert as_tensor(0.9, "x").item() == 0.9 and as_tensor(0.9, "x").dtype == torch.float64
+    assert as_array(0.1, "x").item() == 0.1
+    assert as_array(3, "x").dtype == torch.int64 and as_array(True, "x").dtype == torch.bool

@@ -111,8 +111,8 @@ def as_array(value: Any, name: str) -> torch.Tensor:
             isinstance(value, (torch.Tensor, np.ndarray, list, tuple, int, float, np.number, np.bool_))):
         raise TypeError(f"{name} must be an array of real numbers (tensor, array or list), "
                         f"got {type(value).__name__}")
-    try:                                  # lists through NumPy: Python floats stay float64
-        tensor = torch.as_tensor(np.asarray(value) if isinstance(value, (list, tuple)) else value)
+    try:                                  # lists and numbers through NumPy: Python floats stay float64
+        tensor = torch.as_tensor(np.asarray(value) if isinstance(value, (list, tuple, int, float)) else value)
     except (TypeError, ValueError, RuntimeError, OverflowError):
         raise TypeError(f"{name} must be an array of real numbers; could not read "
                         f"{type(value).__name__} {str(value)[:40]!r} as one") from None
