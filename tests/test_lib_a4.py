@@ -61,6 +61,40 @@ def test_a4_runs_reproducible_and_init_matters():
         A.a4_runs(5, 5, 3, 6, init="ones")
 
 
+def test_ngd_outcomes_matches_train_including_deep_saturation():
+    """The logit-space program against an independent computation: A.train's normalized GD on W
+    (autograd-free closed form on the d x d matrix), from 0 and from a start so large that the
+    softmax is saturated to 1e-40 (where only the re-centred gradient keeps the direction)."""
+    P, g = A.seeded_instances(4, 5, 6, 21, 12)
+    for W0 in (torch.zeros(12, 6, 6, dtype=F64), 30.0 * torch.randn(12, 6, 6, generator=g, dtype=F64)):
+        probabilities, _ = A.ngd_outcomes(P, W0, steps=150, lr=0.1, saturation=None)
+        att = A.WAttention(W0.clone())
+        A.train(att, P, 150, 0.1, method="ngd", log_every=150)
+        ref = att.probabilities(P)
+        assert torch.allclose(probabilities, ref, rtol=1e-8, atol=1e-300)
+        assert float(ref.max(-1).values.min()) < 1 or float((1 - ref.max(-1).values).max()) < 1e-30
+
+
+def test_a4_budgets_pass_through_and_pad():
+    """A budget of a longer run is the shorter run; runs of several d in one program (zero-padded)
+    are the runs of each d alone; a4_runs is the same program."""
+    both = A.a4_budgets(5, 5, (2, 3), 8, drawn=20, budgets=(120, 40))
+    for d in (2, 3):
+        alone = A.a4_budgets(5, 5, (d,), 8, drawn=20, budgets=(40,))[d][40]
+        assert torch.allclose(both[d][40], alone, rtol=1e-12, atol=0)
+        p120, _ = A.a4_runs(5, 5, d, 8, drawn=20, steps=120)
+        assert torch.allclose(both[d][120], p120, rtol=1e-12, atol=0)
+        assert not torch.allclose(both[d][40], both[d][120])
+    start = A.a4_budgets(5, 5, (3,), 8, start=5, drawn=20, budgets=(40,), init="random")[3][40]
+    full = A.a4_budgets(5, 5, (3,), 8, drawn=20, budgets=(40,), init="random")[3][40]
+    assert torch.allclose(start, full[5:], rtol=1e-12, atol=0)
+    for bad in ((), "20", (0,), (2.5,)):
+        with pytest.raises((TypeError, ValueError)):
+            A.a4_budgets(5, 5, (2,), 8, budgets=bad)
+    with pytest.raises(TypeError):
+        A.a4_budgets(5, 5, 2, 8)
+
+
 def test_ngd_outcomes_checks_w0_and_saturation():
     P, _ = A.seeded_instances(2, 3, 4, 0, 3)
     with pytest.raises(ValueError, match="W0 must have shape"):

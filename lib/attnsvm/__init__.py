@@ -8,7 +8,7 @@ Selection in Attention Mechanism" (NeurIPS 2023).
 """
 
 from .a5 import A5_D, A5_INSTANCES, A5_SETTINGS, RankRow, a5_instances, a5_rank_study, rank_rows
-from .a4 import (A4_D, A4_PAPER, A4Comparison, a4_compare, a4_grid, a4_runs, a4_seed, ngd_outcomes, opt_feasible,
+from .a4 import (A4_D, A4_PAPER, A4Comparison, a4_budgets, a4_compare, a4_grid, a4_runs, a4_seed, ngd_outcomes, opt_feasible,
                  outcome_counts, outcomes_by_threshold, seeded_instances)
 from .basin import (TrapInstance, angle_between, basin_labels, basin_map, empirical_cones, initial_gradient_norms,
                     local_trap_instance, polar_starts, repeat_instance)
@@ -78,4 +78,5 @@ __all__ = [
     "causal_pairs_separable", "cover_fraction", "ngd_until_gap", "random_sequences", "self_attention_reference", "separable_through_origin", "smallest_logit_gaps",
     "B_KEY_MATRIX", "OFFSET_LOSSES", "b1_problem", "b2_problem", "b4_offset", "b4_problem", "first_crossing", "first_departure", "log_growth_rate", "logistic_offset_turns", "saturation_onset", "selected_probability",
     "authors_joint_ngd", "b3_problem", "joint_ngd", "label_probability", "mixed_label_margin",
+    "a4_budgets",
 ]

@@ -8,6 +8,11 @@ no public code; this module runs the authors' common protocol (unit-norm Gaussia
 labels, logistic loss, normalized GD with step 0.1 for 2000 steps from ``W = 0``) on seeded
 instances, classifies every run with :func:`run_outcomes`, counts the outcomes and compares the
 counts with the paper's bars. Everything is seeded: the same arguments give the same numbers.
+
+The runs are one batched program on the logits (:func:`_ngd_path`): the normalized step on ``W``
+moves the logits by a kernel of the data, so no ``d x d`` matrix is formed, runs of several ``d``
+share one program (zero-padded coordinates change no inner product), and a run can record its
+probabilities at several step budgets (:func:`a4_budgets`) for the cost of the longest.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from .report import proportion_interval
 from .selections import OUTCOMES, check_saturation, run_outcomes
 from .svm import att_svm
 from .svm_core import InfeasibleError
-from .train import train
+from .train import TrainingError
 from .utils import DEFAULT_DTYPE, as_tensor, check_count, check_positive, check_seed, set_seed
 
 A4_D = (2, 3, 4, 5, 10, 20)
@@ -58,6 +63,57 @@ def seeded_instances(n: int, T: int, d: int, seed: int, stop: int, *, start: int
     return problem.select(slice(start, stop)), g
 
 
+@torch.no_grad()
+def _ngd_path(X: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor, values: torch.Tensor,
+              logits: torch.Tensor, budgets: Sequence[int], lr: float) -> dict[int, torch.Tensor]:
+    """Normalized GD on ``W`` (logistic loss, fixed linear head; the step of :func:`train` with
+    ``method="ngd"``), run on the logits ``a_it = x_it^T W z_i`` of a batch ``X (B, n, T, d)``,
+    ``Z (B, n, d)``, labels ``Y (B, n)`` and token values ``c_it = v^T x_it``; returns the softmax
+    probabilities after each number of steps in ``budgets``.
+
+    With ``G_it = dL/da_it`` (the re-centred closed form of :mod:`attnsvm.gradients`, accurate
+    however saturated the softmax), the gradient is ``g = sum_it G_it x_it z_i^T`` and the step
+    ``W <- W - lr g / ||g||_F`` moves the logits by ``-lr (K G) / sqrt(G^T K G)`` with the kernel
+    ``K_(it),(js) = (x_it . x_js)(z_i . z_j)``, applied as ``K G = X (Z Z^T) (sum_t G_t x_t)``.
+    ``G`` is divided by its largest entry first, so that saturated gradients (1e-200) do not
+    underflow in ``G^T K G``. The batch is laid out last, so every operation runs over it at once.
+    """
+    B, n, T = logits.shape
+    logits = logits.detach()                     # no autograd graph: the gradient is in closed form
+    Xl = X.permute(1, 2, 3, 0).contiguous()                              # (n, T, d, B)
+    ZZ = (Z @ Z.transpose(-1, -2)).permute(1, 2, 0).unsqueeze(2).contiguous()   # (n, n, 1, B)
+    c = values.permute(1, 2, 0).contiguous()                             # (n, T, B)
+    negY = (-Y).T.unsqueeze(1).contiguous()                              # (n, 1, B)
+    a = logits.permute(1, 2, 0).contiguous()
+    out, last = {}, max(budgets)
+    for step in range(last + 1):
+        if step in budgets:
+            out[step] = torch.softmax(a, 1).permute(2, 0, 1).contiguous()
+        if step == last:
+            break
+        top_logit, top = a.max(1, keepdim=True)
+        p = (a - top_logit).exp_()
+        p /= p.sum(1, keepdim=True)
+        c_top = c.gather(1, top)
+        centred = c - c_top                                              # c_t - c_top
+        mix = (p * centred).sum(1, keepdim=True)
+        outer = torch.sigmoid((c_top + mix).mul_(negY)).mul_(negY)        # loss'(Y f) Y
+        G = (centred - mix).mul_(p).mul_(outer)
+        G /= G.abs().amax((0, 1)).clamp(min=1e-300)
+        GX = (G.unsqueeze(2) * Xl).sum(1)                                # sum_t G_it x_it, (n, d, B)
+        KG = (Xl * (ZZ * GX.unsqueeze(0)).sum(1).unsqueeze(1)).sum(2)   # (K G)_jt, (n, T, B)
+        a -= KG.mul_(lr / (G * KG).sum((0, 1)).clamp(min=1e-300).sqrt())
+    if not all(bool(torch.isfinite(p).all()) for p in out.values()):
+        raise TrainingError("normalized GD produced NaN/inf probabilities; check the data")
+    return out
+
+
+def _budgets(budgets) -> tuple[int, ...]:
+    if isinstance(budgets, (str, bytes)) or not isinstance(budgets, (list, tuple)) or not budgets:
+        raise TypeError(f"budgets must be a non-empty list of step counts, got {budgets!r}")
+    return tuple(sorted({check_count(b, "budget", 1) for b in budgets}))
+
+
 def ngd_outcomes(problem: Problem, W0: torch.Tensor | None = None, *, steps: int = 2000,
                  lr: float = 0.1, saturation: float | None = 0.99) -> tuple[torch.Tensor, list[str]]:
     """Normalized GD (logistic loss, the authors' common protocol) from ``W0`` (default 0) on every
@@ -68,16 +124,15 @@ def ngd_outcomes(problem: Problem, W0: torch.Tensor | None = None, *, steps: int
     trials = problem.batch_shape[0]
     check_saturation(saturation)
     if W0 is None:
-        attention = WAttention.zeros(problem.d, trials, dtype=problem.X.dtype)
-    else:
-        W0 = as_tensor(W0, "W0", dtype=problem.X.dtype)
-        if tuple(W0.shape) != (trials, problem.d, problem.d):
-            raise ValueError(f"W0 must have shape {(trials, problem.d, problem.d)} (trials, d, d), "
-                             f"got {tuple(W0.shape)}")
-        attention = WAttention(W0.clone())
+        W0 = torch.zeros(trials, problem.d, problem.d, dtype=problem.X.dtype)
+    W0 = as_tensor(W0, "W0", dtype=problem.X.dtype)
+    if tuple(W0.shape) != (trials, problem.d, problem.d):
+        raise ValueError(f"W0 must have shape {(trials, problem.d, problem.d)} (trials, d, d), got {tuple(W0.shape)}")
     steps = check_count(steps, "steps", 1)
-    train(attention, problem, steps, lr, method="ngd", log_every=steps)
-    probabilities = attention.probabilities(problem)
+    lr = check_positive(lr, "lr")
+    logits = WAttention(W0).logits(problem)
+    probabilities = _ngd_path(problem.X, problem.Z, problem.Y, problem.scores * problem.Y.unsqueeze(-1),
+                              logits, (steps,), lr)[steps]
     return probabilities, run_outcomes(problem, probabilities, saturation=saturation)[1]
 
 
@@ -136,6 +191,36 @@ def a4_seed(n: int, T: int, d: int) -> int:
     return 10 ** 6 + 10 ** 4 * n + 10 ** 2 * T + d
 
 
+def a4_budgets(n: int, T: int, ds: Sequence[int], stop: int, *, start: int = 0, init: str = "zero",
+               drawn: int = 500, budgets: Sequence[int] = (2000,), lr: float = 0.1) -> dict:
+    """The runs of :func:`a4_runs` for every ``d`` of ``ds`` as one batched program (the tokens and
+    queries of the smaller ``d`` zero-padded, which changes no inner product), recording each run's
+    softmax probabilities after every step count in ``budgets`` (the runs of the longest budget
+    pass through the shorter ones). Returns ``{d: {budget: probabilities (stop - start, n, T)}}``;
+    classify them with :func:`run_outcomes` or :func:`outcomes_by_threshold`."""
+    if isinstance(ds, (str, bytes)) or not isinstance(ds, (list, tuple)) or not ds:
+        raise TypeError("ds must be a non-empty list of embedding dimensions")
+    ds = tuple(dict.fromkeys(check_count(d, "d", 1) for d in ds))
+    budgets = _budgets(budgets)
+    lr = check_positive(lr, "lr")
+    if init not in ("zero", "random"):
+        raise ValueError(f"init must be 'zero' or 'random', got {init!r}")
+    D = max(ds)
+    parts = []
+    for d in ds:
+        problem, g = seeded_instances(n, T, d, a4_seed(n, T, d), stop, start=start, drawn=drawn)
+        W0 = torch.zeros(stop - start, d, d, dtype=DEFAULT_DTYPE)
+        if init == "random":
+            W0 = 0.1 * torch.randn(drawn, d, d, generator=g, dtype=DEFAULT_DTYPE)[start:stop]
+        pad = (0, D - d)
+        parts.append((torch.nn.functional.pad(problem.X, pad), torch.nn.functional.pad(problem.Z, pad),
+                      problem.Y, problem.scores * problem.Y.unsqueeze(-1), WAttention(W0).logits(problem)))
+    X, Z, Y, values, logits = (torch.cat(t) for t in zip(*parts))
+    path = _ngd_path(X, Z, Y, values, logits, budgets, lr)
+    size = stop - start
+    return {d: {b: p[k * size:(k + 1) * size] for b, p in path.items()} for k, d in enumerate(ds)}
+
+
 def a4_runs(n: int, T: int, d: int, stop: int, *, start: int = 0, init: str = "zero",
             drawn: int = 500, steps: int = 2000, lr: float = 0.1,
             saturation: float | None = 0.99) -> tuple[torch.Tensor, list[str]]:
@@ -144,13 +229,11 @@ def a4_runs(n: int, T: int, d: int, stop: int, *, start: int = 0, init: str = "z
     ``"random"`` at i.i.d. N(0, 0.1^2) entries drawn after the instances (``drawn`` of them, the
     same start for the same instance whatever the slice)."""
     check_saturation(saturation)
-    if init not in ("zero", "random"):
-        raise ValueError(f"init must be 'zero' or 'random', got {init!r}")
-    problem, g = seeded_instances(n, T, d, a4_seed(n, T, d), stop, start=start, drawn=drawn)
-    W0 = None
-    if init == "random":
-        W0 = 0.1 * torch.randn(drawn, d, d, generator=g, dtype=DEFAULT_DTYPE)[start:stop]
-    return ngd_outcomes(problem, W0, steps=steps, lr=lr, saturation=saturation)
+    steps = check_count(steps, "steps", 1)
+    probabilities = a4_budgets(n, T, (d,), stop, start=start, init=init, drawn=drawn, budgets=(steps,),
+                               lr=lr)[d][steps]
+    problem, _ = seeded_instances(n, T, d, a4_seed(n, T, d), stop, start=start, drawn=drawn)
+    return probabilities, run_outcomes(problem, probabilities, saturation=saturation)[1]
 
 
 def a4_grid(shapes: Sequence[tuple[int, int]], count: int, *, ds: Sequence[int] = A4_D,
