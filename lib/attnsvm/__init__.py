@@ -45,6 +45,9 @@ from .sequences import (causal_pairs_separable, cover_fraction, ngd_until_gap, r
 from .graph_descent import GraphHistory, graph_finite_part, graph_gradient_descent, graph_loss, graph_project
 from .prompt import (B_KEY_MATRIX, OFFSET_LOSSES, b1_problem, b2_problem, b4_offset, b4_problem, first_crossing, first_departure, log_growth_rate, logistic_offset_turns, saturation_onset, selected_probability)
 from .prompt_joint import authors_joint_ngd, b3_problem, joint_ngd, label_probability, mixed_label_margin
+from .fit import NormSVMCache, accuracy, attention_entropy, margin_ratio, logit_gaps, smallest_margin, train_recorded, train_until_gap
+from .linear_bias import (LINEAR_METHODS, LinearDescent, LinearMaxMargin, linear_descent, linear_margin,
+                          linear_max_margin, separable_data)
 from .utils import DEFAULT_DTYPE, get_device, set_seed
 
 __version__ = "0.1.0"
@@ -79,4 +82,6 @@ __all__ = [
     "B_KEY_MATRIX", "OFFSET_LOSSES", "b1_problem", "b2_problem", "b4_offset", "b4_problem", "first_crossing", "first_departure", "log_growth_rate", "logistic_offset_turns", "saturation_onset", "selected_probability",
     "authors_joint_ngd", "b3_problem", "joint_ngd", "label_probability", "mixed_label_margin",
     "a4_budgets",
+    "NormSVMCache", "accuracy", "attention_entropy", "margin_ratio", "logit_gaps", "smallest_margin", "train_recorded", "train_until_gap",
+    "LINEAR_METHODS", "LinearDescent", "LinearMaxMargin", "linear_descent", "linear_margin", "linear_max_margin", "separable_data",
 ]

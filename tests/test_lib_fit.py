@@ -1,0 +1,117 @@
+"""attnsvm.fit: logit gaps, smallest margins, the gap-stopped training of chapter 9, the recorded
+training of chapter 10 and the norm-SVM cache, checked against independent computations."""
+
+import math
+
+import torch
+
+import attnsvm as A
+
+F64 = torch.float64
+
+
+def test_logit_gaps_by_hand():
+    logits = torch.tensor([[[1.0, 3.0, 0.0], [2.0, 2.0, -1.0]]], dtype=F64)
+    gaps = A.logit_gaps(logits, torch.tensor([[1, 0]]))
+    assert gaps.tolist() == [[[2.0, math.inf, 3.0], [math.inf, 0.0, 3.0]]]
+
+
+def test_smallest_margin_of_the_svm_is_one():
+    P = A.random_problem(3, 4, 5, trials=2, generator=A.set_seed(0))
+    W = torch.stack([A.att_svm(P.trial(b).X, P.trial(b).Z, P.opt[b]).W for b in range(2)])
+    m = A.smallest_margin(W, P, P.opt)
+    assert torch.allclose(m, torch.ones(2, dtype=F64), atol=1e-6)
+    assert torch.allclose(A.smallest_margin(3 * W, P, P.opt), 3 * m)
+    # an independent loop over examples and tokens
+    b, best = 1, math.inf
+    for i in range(3):
+        a = int(P.opt[b, i])
+        for t in range(4):
+            if t != a:
+                best = min(best, float((P.X[b, i, a] - P.X[b, i, t]) @ W[b] @ P.Z[b, i]))
+    assert abs(best - float(m[b])) < 1e-12
+
+
+def test_train_until_gap_equals_train_while_no_run_stops():
+    P = A.random_problem(3, 4, 5, trials=3, generator=A.set_seed(1))
+    att, stop, turn = A.train_until_gap(A.WAttention, [torch.zeros(3, 5, 5, dtype=F64)], P, "ngd", 0.1, 500,
+                                        chunk=100, gap_stop=1e9)
+    ref = A.WAttention.zeros(5, trials=3)
+    A.train(ref, P, 500, 0.1, "ngd")
+    assert torch.allclose(att.combined(), ref.combined(), atol=1e-10)
+    assert stop.tolist() == [500] * 3 and bool(torch.isfinite(turn).all())
+
+
+def test_train_until_gap_stops_each_run_past_the_gap():
+    P = A.random_problem(2, 3, 6, trials=4, generator=A.set_seed(2))
+    att, stop, _ = A.train_until_gap(A.WAttention, [torch.zeros(4, 6, 6, dtype=F64)], P, "ngd", 0.5, 3000,
+                                     chunk=50, gap_stop=30.0)
+    logits = att.logits(P).detach()
+    gaps = A.logit_gaps(logits, logits.argmax(-1)).flatten(1).min(1).values
+    stopped = stop < 3000
+    assert bool(stopped.any()) and bool((gaps[stopped] > 30).all())
+    assert bool((stop % 50 == 0).all())
+    # the run stopped at the first chunk end past the gap: 50 steps fewer it was below
+    b = int(stopped.nonzero()[0])
+    ref = A.WAttention.zeros(6, trials=1)
+    A.train(ref, P.select([b]), int(stop[b]) - 50, 0.5, "ngd")
+    lg = ref.logits(P.select([b])).detach()
+    assert float(A.logit_gaps(lg, lg.argmax(-1)).min()) <= 30
+
+
+def test_attention_entropy_limits():
+    T = 5
+    assert torch.allclose(A.attention_entropy(torch.full((2, T), 1 / T, dtype=F64)), torch.ones(2, dtype=F64))
+    assert float(A.attention_entropy(torch.tensor([1.0, 0, 0, 0], dtype=F64))) == 0.0
+    s = torch.tensor([0.5, 0.5, 0.0, 0.0], dtype=F64)
+    assert abs(float(A.attention_entropy(s)) - 0.5) < 1e-12        # log 2 / log 4
+
+
+def test_accuracy_against_predict():
+    P = A.random_problem(20, 4, 5, generator=A.set_seed(3))
+    att = A.WAttention(torch.randn(5, 5, dtype=F64, generator=A.set_seed(4)))
+    by_hand = sum(float(torch.sign(A.predict(att, P).detach()[i])) == float(P.Y[i]) for i in range(20)) / 20
+    assert A.accuracy(att, P) == by_hand
+
+
+def test_train_recorded_records_the_run():
+    P = A.random_problem(6, 4, 5, generator=A.set_seed(5))
+    test = A.random_problem(4, 4, 5, generator=A.set_seed(6))
+    att = A.WAttention.zeros(5)
+    head = A.LinearHead(torch.zeros(5, dtype=F64))
+    history, curves, seconds = A.train_recorded(att, A.Problem(P.X, P.Y, P.Z, torch.zeros(5, dtype=F64)),
+                                                40, test=test, head=head, log_every=10)
+    assert list(curves["step"]) == [0, 10, 20, 30, 40] and len(curves["norm"]) == 5 and seconds > 0
+    assert curves["entropy"][0] == 1.0 and curves["v_norm"][0] == 0.0
+    v = head.params[0].detach()
+    assert abs(curves["v_norm"][-1] - float(v.norm())) < 1e-12
+    assert curves["test"][-1] == A.accuracy(att, A.Problem(test.X, test.Y, test.Z, v))
+    fixed = A.train_recorded(A.WAttention.zeros(5), P, 5)[1]
+    assert math.isnan(fixed["test"][0]) and fixed["v_norm"][0] == float(P.v.norm())
+
+
+def test_norm_svm_cache_solves_once():
+    P = A.random_problem(2, 3, 4, trials=2, generator=A.set_seed(7))
+    cache = A.NormSVMCache()
+    first = cache.solve(P, 1, P.opt[1], 3)
+    assert cache.solve(P, 1, P.opt[1].tolist(), 3) is first and len(cache.seconds) == 1
+    ref = A.norm_svm(P.trial(1).X, P.trial(1).Z, P.opt[1], 3)
+    assert torch.allclose(first.W, ref.W)
+    assert cache.solve(P, 0, P.opt[0], 3) is not first and len(cache.seconds) == 2
+
+
+def test_margin_ratio_is_one_at_the_svm_and_below_elsewhere():
+    P = A.random_problem(2, 3, 4, trials=3, generator=A.set_seed(8))
+    cache = A.NormSVMCache()
+    W_svm = torch.stack([cache.solve(P, b, P.opt[b], 3).W for b in range(3)])
+    rho = A.margin_ratio(5 * W_svm, P, P.opt, 3, cache)
+    assert torch.allclose(rho, torch.ones(3, dtype=F64), atol=1e-6)
+    # an independent value: the Frobenius SVM measured in the l3 norm is below 1
+    W_fro = torch.stack([A.att_svm(P.trial(b).X, P.trial(b).Z, P.opt[b]).W for b in range(3)])
+    rho_fro = A.margin_ratio(W_fro, P, P.opt, 3, cache)
+    by_hand = [float(1 / torch.linalg.vector_norm(W_fro[b].flatten(), ord=3))
+               * float(torch.linalg.vector_norm(W_svm[b].flatten(), ord=3)) for b in range(3)]
+    assert torch.allclose(rho_fro, torch.tensor(by_hand, dtype=F64), atol=1e-5)
+    assert bool((rho_fro < 1 - 1e-4).all())
+    part = A.margin_ratio(W_fro, P, P.opt, 3, cache, where=torch.tensor([True, False, True]))
+    assert math.isnan(float(part[1])) and float(part[0]) == float(rho_fro[0])
