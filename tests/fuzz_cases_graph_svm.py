@@ -44,8 +44,26 @@ def cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     add("token_data", "value", "vocab as float", lambda: A.token_data(TOKENS, LABELS, 4.0))
     add("graph_svm", "value", "unknown within", lambda: A.graph_svm(_data(), within="plain"))
     add("graph_svm", "value", "margin on a cycle", lambda: A.graph_svm(_data(), within="margin"))
-    add("graph_svm", "value", "one SCC only",
-        lambda: A.graph_svm(A.token_data([[1, 2, 0]] * 3, [1, 2, 0], 3)))
+    add("graph_svm", "correct", "one SCC only: W = 0, flagged", checked(
+        lambda: A.graph_svm(A.token_data([[1, 2, 0]] * 3, [1, 2, 0], 3)),
+        lambda r: not r.has_direction and float(r.W.abs().max()) == 0.0))
+    batch = lambda *a, **k: A.graph_gradient_descent_batch(*a, **k)     # noqa: E731
+    for bad in NON_NUMERIC:
+        add("graph_gradient_descent_batch", "type", f"datasets={bad!r}", lambda b=bad: batch(b, 5, 1.0))
+        add("graph_gradient_descent_batch", "type", f"lr={bad!r}", lambda b=bad: batch([_data()], 5, b))
+    for bad in NON_FINITE:
+        add("graph_gradient_descent_batch", "value", f"lr={bad}", lambda b=bad: batch([_data()], 5, b))
+    add("graph_gradient_descent_batch", "value", "empty list", lambda: batch([], 5, 1.0))
+    add("graph_gradient_descent_batch", "value", "a list of tensors", lambda: batch([torch.zeros(3, 3)], 5, 1.0))
+    add("graph_gradient_descent_batch", "value", "two vocabularies",
+        lambda: batch([_data(), A.token_data(TOKENS, LABELS, 5)], 5, 1.0))
+    add("graph_gradient_descent_batch", "value", "steps 0", lambda: batch([_data()], 0, 1.0))
+    add("graph_gradient_descent_batch", "value", "log step beyond steps",
+        lambda: batch([_data()], 5, 1.0, log_steps=[9]))
+    add("graph_gradient_descent_batch", "value", "lr that overflows", lambda: batch([_data()], 50, 1e308))
+    add("graph_gradient_descent_batch", "correct", "two datasets, one step", checked(
+        lambda: batch([_data(), _data()], 1, 1.0),
+        lambda h: tuple(h.iterates.shape[1:]) == (2, 4, 4) and bool(torch.isfinite(h.iterates).all())))
     for bad in NON_FINITE:
         add("graph_loss", "value", f"W with {bad}", lambda b=bad: A.graph_loss(torch.full((4, 4), b), _data()))
         add("score_gaps", "value", f"W with {bad}", lambda b=bad: A.score_gaps(torch.full((4, 4), b), [[0, 1, 2]]))

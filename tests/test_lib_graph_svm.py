@@ -127,7 +127,40 @@ def test_bad_inputs_are_refused():
         A.token_data([[1, 2, 0]], [3])
     with pytest.raises(TypeError, match="integer"):
         A.token_data([[1.0, 2.0]], [1])
-    with pytest.raises(ValueError, match="no edge joins"):
-        A.graph_svm(_data([([1, 2, 0], 1), ([1, 2, 0], 2), ([1, 2, 0], 0)], 3))
     with pytest.raises(ValueError, match="within"):
         A.graph_svm(_data(CHAIN, 3), within="plain")
+
+
+def test_one_scc_everywhere_gives_the_zero_solution_flagged():
+    """The authors' manual_toy_case: every priority graph is one SCC, so no edge needs a margin; the
+    Graph-SVM solution is W = 0 (flagged), and gradient descent converges to the finite part."""
+    toks = torch.tensor([[0, 1, 2]] * 6 + [[2, 1, 0]] * 6)
+    labels = torch.tensor([0, 1, 1, 2, 2, 2, 2, 1, 1, 0, 0, 0])
+    data = A.token_data(toks, labels, 3)
+    res = A.graph_svm(data)
+    assert not res.has_direction and res.min_margin == math.inf and len(res.margin_edges) == 0
+    assert float(res.W.abs().max()) == 0.0 and len(res.equal_edges) > 0
+    assert A.graph_svm(data, within="free").has_direction is False
+    run = A.graph_gradient_descent(data, 3000, 2.0, log_steps=[3000])
+    assert float((run.iterates[-1] - A.graph_finite_part(data)).abs().max()) < 1e-8
+    assert A.graph_svm(_data(CHAIN, 3)).has_direction
+
+
+def test_batched_descent_equals_separate_runs():
+    """Datasets of different n and T, run at once, give the iterates and losses of separate runs."""
+    g = torch.Generator().manual_seed(3)
+    datasets = []
+    for n, T in ((4, 3), (7, 5), (5, 4)):
+        toks = torch.randint(0, 5, (n, T), generator=g)
+        labels = toks[torch.arange(n), torch.randint(0, T, (n,), generator=g)]
+        datasets.append(A.token_data(toks, labels, 5))
+    batch = A.graph_gradient_descent_batch(datasets, 200, 2.0, log_steps=[0, 17, 200])
+    assert batch.iterates.shape == (3, 3, 5, 5) and batch.loss.shape == (3, 3)
+    for b, data in enumerate(datasets):
+        one = A.graph_gradient_descent(data, 200, 2.0, log_steps=[0, 17, 200])
+        assert torch.allclose(batch.iterates[:, b], one.iterates, atol=1e-12, rtol=0)
+        assert torch.allclose(batch.loss[:, b], one.loss, atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="one vocab"):
+        A.graph_gradient_descent_batch([datasets[0], _data(CHAIN, 3)], 5, 1.0)
+    with pytest.raises(ValueError, match="nonempty"):
+        A.graph_gradient_descent_batch([], 5, 1.0)

@@ -190,3 +190,17 @@ def test_unconstrained_competitor_meets_the_margins_and_is_shorter():
     assert float(A.corr(W_mm, W_unc)) < 0.999                 # a different direction on this instance
     with pytest.raises(TypeError):
         ntp_svm(data, orthogonal="no")
+
+
+def test_batched_descent_equals_separate_runs():
+    datasets = [_instance(seed) for seed in range(3)] + [_instance(7, supports=((0,), (3, 5), (1, 2)))]
+    batch = A.ntp_gradient_descent_batch(datasets, 300, 2.0, log_steps=[0, 30, 300])
+    assert batch.iterates.shape == (3, 4, 6, 3) and batch.loss.shape == (3, 4)
+    for b, data in enumerate(datasets):
+        one = ntp_gradient_descent(data, 300, 2.0, log_steps=[0, 30, 300])
+        assert torch.allclose(batch.iterates[:, b], one.iterates, atol=1e-12, rtol=0)
+        assert torch.allclose(batch.loss[:, b], one.loss, atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="same shape"):
+        A.ntp_gradient_descent_batch([datasets[0], _instance(0, V=7)], 5, 1.0, [5])
+    with pytest.raises(ValueError, match="nonempty"):
+        A.ntp_gradient_descent_batch([], 5, 1.0, [5])

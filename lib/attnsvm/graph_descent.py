@@ -2,12 +2,16 @@
 limit (Li, Huang, Ildiz, Rawat, Oymak, "Mechanics of next token prediction with self-attention",
 AISTATS 2024; book page ch08b).
 
-- :func:`graph_loss`: the log-loss ``L(W) = -(1/n) sum_s log(e_y^T X_s^T S(X_s W e_k))`` (our
-  reading of the model: the probability of the next token is the attention mass on its copies).
+- :func:`graph_loss`: the log-loss ``L(W) = -(1/n) sum_s log(e_y^T X_s^T S(X_s W e_k))``: the
+  probability of the next token is the attention mass on its copies, as in the authors' code
+  (``train_utils.get_loss`` with ``cls_choice='iden'``, ``loss_type='nll'``, repository
+  ``yixiao-huang/next-token-prediction``).
 - :func:`graph_gradient_descent`: plain gradient descent on ``L``, batched over starts, with the
   gradient in closed form; the paper proves its direction tends to the Graph-SVM solution.
+  :func:`graph_gradient_descent_batch` runs it on several datasets at once.
 - :func:`graph_project` / :func:`graph_finite_part`: the component of ``W`` in the subspace of
-  within-SCC score differences, and the finite ``W^fin`` that component converges to (our reading).
+  within-SCC score differences, and the finite ``W^fin`` that component converges to (the
+  minimizer of the authors' reduced loss, ``data_utils.generate_reduced_ds``).
 """
 
 from __future__ import annotations
@@ -67,16 +71,7 @@ def graph_gradient_descent(data: TokenData, steps: int, lr: float, W0=None, log_
     steps, lr = check_count(steps, "steps", 1), check_positive(lr, "lr")
     K, n = data.vocab, data.tokens.shape[0]
     W = torch.zeros(K, K, dtype=DEFAULT_DTYPE) if W0 is None else _weights(W0, data, "W0").clone()
-    if log_steps is None:
-        log_steps = np.unique(np.r_[0, np.geomspace(1, steps, 60).round().astype(int)])
-    log_steps = as_array(log_steps, "log_steps")
-    if log_steps.is_floating_point() or log_steps.dtype == torch.bool:
-        raise TypeError(f"log_steps must hold integer steps, got dtype {log_steps.dtype}")
-    if log_steps.ndim != 1 or log_steps.numel() == 0 or bool((log_steps < 0).any()) \
-            or bool((log_steps > steps).any()):
-        raise ValueError(f"log_steps must be a nonempty 1-D list of steps in [0, {steps}], got "
-                         f"{log_steps.tolist()}")
-    wanted = set(log_steps.tolist())
+    wanted = set(_checked_log_steps(log_steps, steps).tolist())
     queries = torch.nn.functional.one_hot(data.queries, K).to(DEFAULT_DTYPE) / n        # (n, K)
     labels = torch.nn.functional.one_hot(data.labels, K).bool()                           # (n, K)
     logged, losses, iterates = [], [], []
@@ -99,6 +94,65 @@ def graph_gradient_descent(data: TokenData, steps: int, lr: float, W0=None, log_
         raise ValueError(f"the loss rose from {float(losses[0].max()):.3g} to {float(losses[-1].max()):.3g}: "
                          f"lr = {lr:g} is too large (the loss is 1/2-smooth: lr < 4 always descends)")
     return GraphHistory(torch.tensor(logged), torch.stack(losses), torch.stack(iterates))
+
+
+def graph_gradient_descent_batch(datasets, steps: int, lr: float, log_steps=None) -> GraphHistory:
+    """:func:`graph_gradient_descent` from ``W0 = 0`` on ``B`` datasets at once (the same
+    ``vocab``; any ``n`` and ``T``): the datasets are padded to a common number of sequences with
+    zero-weight rows, so each iterate is exactly that of its own run. Returns ``loss (k, B)`` and
+    ``iterates (k, B, K, K)``. Raises ``ValueError`` for an empty list, different vocabularies, an
+    overflow, or a loss that rises on some dataset (the step is too large)."""
+    if not isinstance(datasets, (list, tuple)) or not datasets:
+        raise ValueError("datasets must be a nonempty list of TokenData")
+    datasets = [_data(d) for d in datasets]
+    K = datasets[0].vocab
+    if any(d.vocab != K for d in datasets):
+        raise ValueError(f"all datasets must share one vocab; got {sorted({d.vocab for d in datasets})}")
+    steps, lr = check_count(steps, "steps", 1), check_positive(lr, "lr")
+    log_steps = _checked_log_steps(log_steps, steps)
+    B, n = len(datasets), max(d.tokens.shape[0] for d in datasets)
+    counts = torch.ones(B, n, K, dtype=DEFAULT_DTYPE)                    # padding rows: weight 0
+    queries, labels = torch.zeros(B, n, dtype=torch.int64), torch.zeros(B, n, dtype=torch.int64)
+    weight = torch.zeros(B, n, dtype=DEFAULT_DTYPE)
+    for b, d in enumerate(datasets):
+        m = d.tokens.shape[0]
+        counts[b, :m], queries[b, :m], labels[b, :m], weight[b, :m] = d.counts, d.queries, d.labels, 1.0 / m
+    log_counts = counts.log()
+    query_hot = torch.nn.functional.one_hot(queries, K).to(DEFAULT_DTYPE)                # (B, n, K)
+    label_hot = torch.nn.functional.one_hot(labels, K).bool()
+    W = torch.zeros(B, K, K, dtype=DEFAULT_DTYPE)
+    wanted, logged, losses, iterates = set(log_steps.tolist()), [], [], []
+    for step in range(steps + 1):
+        logits = torch.bmm(query_hot, W.transpose(1, 2)) + log_counts                    # (B, n, K)
+        logp = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+        if step in wanted:
+            logged.append(step)
+            losses.append(-(weight * logp.masked_fill(~label_hot, 0.0).sum(-1)).sum(-1))
+            iterates.append(W.clone())
+            if not bool(torch.isfinite(losses[-1]).all()):
+                raise ValueError(f"the loss overflows at step {step}: lr = {lr:g} is far too large")
+        if step == steps:
+            break
+        others = logp.exp().masked_fill(label_hot, 0.0)
+        residual = torch.where(label_hot, -others.sum(-1, keepdim=True), others) * weight[..., None]
+        W = W - lr * torch.bmm(residual.transpose(1, 2), query_hot)
+    if len(losses) > 1 and bool((losses[-1] > losses[0] + 1e-12).any()):
+        raise ValueError(f"the loss rose on some dataset: lr = {lr:g} is too large (lr < 4 always descends)")
+    return GraphHistory(torch.tensor(logged), torch.stack(losses), torch.stack(iterates))
+
+
+def _checked_log_steps(log_steps, steps: int) -> torch.Tensor:
+    """The steps to record: default 0 and about 60 log-spaced ones; else integers in ``[0, steps]``."""
+    if log_steps is None:
+        log_steps = np.unique(np.r_[0, np.geomspace(1, steps, 60).round().astype(int)])
+    log_steps = as_array(log_steps, "log_steps")
+    if log_steps.is_floating_point() or log_steps.dtype == torch.bool:
+        raise TypeError(f"log_steps must hold integer steps, got dtype {log_steps.dtype}")
+    if log_steps.ndim != 1 or log_steps.numel() == 0 or bool((log_steps < 0).any()) \
+            or bool((log_steps > steps).any()):
+        raise ValueError(f"log_steps must be a nonempty 1-D list of steps in [0, {steps}], got "
+                         f"{log_steps.tolist()}")
+    return log_steps
 
 
 def _within_basis(data: TokenData) -> np.ndarray:
@@ -133,9 +187,10 @@ def graph_project(W, data: TokenData) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def graph_finite_part(data: TokenData, tol: float = 1e-11) -> torch.Tensor:
-    """``W^fin (K, K)`` in ``F`` (our reading of the paper's finite component): the minimizer over
-    ``F`` of the log-loss in which each sequence attends only to its tokens in the SCC of its label
-    (the tokens the Graph-SVM direction keeps). Newton's method until the gradient is below ``tol``;
+    """``W^fin (K, K)`` in ``F``: the minimizer over ``F`` of the log-loss in which each sequence
+    attends only to its tokens in the SCC of its label (the tokens the Graph-SVM direction keeps),
+    the reduced loss of the authors' code (``data_utils.generate_reduced_ds``, trained there by
+    ``train_utils.train_Wfin``); sequences with no other token of that SCC contribute 0. Newton's method until the gradient is below ``tol``;
     ``ValueError`` if it does not get there (it always should: the loss is coercive on ``F``)."""
     data = _data(data)
     tol = check_positive(tol, "tol")
@@ -162,7 +217,8 @@ def graph_finite_part(data: TokenData, tol: float = 1e-11) -> torch.Tensor:
         hess = torch.autograd.functional.hessian(loss, c)
         direction = -torch.linalg.lstsq(hess, grad[:, None], rcond=1e-12).solution[:, 0]
         t, value = 1.0, float(loss(c))
-        while float(loss(c + t * direction)) > value + 1e-4 * t * float(grad @ direction) and t > 1e-10:
+        slack = 1e-14 * max(1.0, abs(value))                  # rounding: near the optimum, accept Newton
+        while float(loss(c + t * direction)) > value + 1e-4 * t * float(grad @ direction) + slack and t > 1e-10:
             t /= 2
         c = c + t * direction
     raise ValueError(f"Newton's method did not reach gradient {tol:g} for the finite part "

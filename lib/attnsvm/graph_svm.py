@@ -6,8 +6,9 @@ with its next token ``labels (n,)``. Tokens are embedded by orthonormal vectors;
 ``e_1, ..., e_K`` (``d = K``: any orthonormal embedding is a rotation of this one, which keeps norms
 and correlations). The *last* token ``k`` of a sequence is the query: token ``j`` gets the logit
 ``e_j^T W e_k = W[j, k]``, the attention output is the convex combination ``X^T S(X W e_k)`` of the
-embeddings, and (our reading of the model) the probability of the next token ``y`` is the
-attention mass on the copies of ``y``, trained with the log-loss
+embeddings, and (as in the authors' code, repository ``yixiao-huang/next-token-prediction``,
+``train_utils.get_loss``) the probability of the next token ``y`` is the attention mass on the
+copies of ``y``, trained with the log-loss
 ``L(W) = -(1/n) sum_s log(e_y^T X_s^T S(X_s W e_k))``; the label must occur in its sequence.
 
 - The token-priority graph ``G^(k)`` of last token ``k`` has an edge ``i -> j`` when some sequence
@@ -137,7 +138,10 @@ def _cycle(graph: np.ndarray, members: np.ndarray) -> list[int]:
 class GraphSVMResult:
     """A Graph-SVM solution: ``W (K, K)``; the edges ``[k, i, j]`` constrained to ``= 0``
     (``equal_edges``) and to ``>= 1`` (``margin_edges``); the smallest margin and the largest
-    equal-edge gap it attains (checked against :data:`TOLERANCE`)."""
+    equal-edge gap it attains (checked against :data:`TOLERANCE`). ``has_direction`` is False when
+    no edge is a margin edge (every priority graph is one SCC, or has no edge, as in the authors'
+    ``manual_toy_case``): then ``W = 0``, ``min_margin = inf``, and gradient descent has no
+    direction to grow along (its iterates converge to a finite point, :func:`graph_finite_part`)."""
 
     W: torch.Tensor
     within: str
@@ -145,6 +149,7 @@ class GraphSVMResult:
     margin_edges: torch.Tensor
     min_margin: float
     max_tie: float
+    has_direction: bool
 
 
 def score_gaps(W, edges) -> torch.Tensor:
@@ -170,7 +175,10 @@ def graph_svm(data: TokenData, within: str = "equal") -> GraphSVMResult:
     constraint met to :data:`TOLERANCE`). Two competitors for the book: ``"free"`` drops the
     within-SCC equalities (keeps only the cross-SCC margins), ``"margin"`` asks margin 1 on every
     edge (the Att-SVM of the label tokens, blind to the SCCs). Raises :class:`InfeasibleError`
-    naming a blocking cycle when ``"margin"`` meets one, ``ValueError`` when the solver fails."""
+    naming a blocking cycle when ``"margin"`` meets one, ``ValueError`` when the solver fails.
+    When no edge joins two SCCs the solution is ``W = 0``, returned flagged ``has_direction=False``.
+    The constraints are those of the authors' ``W_svm_solver_cvxpy`` (repository
+    ``yixiao-huang/next-token-prediction``): ``= 0`` inside the label's SCC, ``<= -1`` across."""
     data = _data(data)
     if within not in WITHIN:
         raise ValueError(f"within must be one of {WITHIN}, got {within!r}")
@@ -188,9 +196,9 @@ def graph_svm(data: TokenData, within: str = "equal") -> GraphSVMResult:
                               f"within='equal' (the Graph-SVM)")
     equal = edges[same] if within == "equal" else edges[:0]
     margin = edges if within == "margin" else edges[~same]
-    if len(margin) == 0:
-        raise ValueError("no edge joins two different SCCs: there is no margin to maximize (every "
-                         "graph is one strongly connected component, or empty)")
+    if len(margin) == 0:                                         # nothing to separate: W = 0 is optimal
+        return GraphSVMResult(torch.zeros(K, K, dtype=DEFAULT_DTYPE), within, equal, margin,
+                              float("inf"), 0.0, has_direction=False)
     w = cp.Variable(K * K)
     rows = lambda e: scipy.sparse.csr_matrix(                    # noqa: E731  (row: +e_i e_k^T - e_j e_k^T)
         (np.r_[np.ones(len(e)), -np.ones(len(e))],
@@ -214,6 +222,6 @@ def graph_svm(data: TokenData, within: str = "equal") -> GraphSVMResult:
     if min_margin < 1 - TOLERANCE or max_tie > TOLERANCE:
         raise ValueError(f"the Graph-SVM solution misses its constraints (smallest margin {min_margin:.2e}, "
                          f"largest equal-edge gap {max_tie:.2e}; tolerance {TOLERANCE:g})")
-    return GraphSVMResult(W, within, equal, margin, min_margin, max_tie)
+    return GraphSVMResult(W, within, equal, margin, min_margin, max_tie, has_direction=True)
 
 

@@ -18,7 +18,8 @@ data entropy ``sum_j pi_j H(P[j])``. The paper's two objects:
 
 Under both conditions the paper proves that gradient descent with a small enough step drives the
 loss to the entropy bound, its projection on ``F`` to ``W_star`` and its direction to ``W_mm``.
-:func:`ntp_gradient_descent` runs it.
+:func:`ntp_gradient_descent` runs it; :func:`ntp_gradient_descent_batch` runs it on many
+instances of one shape at once.
 """
 
 from __future__ import annotations
@@ -245,3 +246,50 @@ def ntp_gradient_descent(data: NTPData, steps: int, lr: float, W0=None,
         if not bool(torch.isfinite(W).all()):
             raise ValueError(f"the iterates overflow at step {k + 1}: the step lr = {lr:g} is far too large")
     return NTPHistory(torch.tensor(logged_steps), torch.tensor(losses, dtype=data.H.dtype), torch.stack(iterates))
+
+
+def ntp_gradient_descent_batch(datasets, steps: int, lr: float, log_steps) -> NTPHistory:
+    """:func:`ntp_gradient_descent` from ``W0 = 0`` on ``B`` instances of the same shape
+    (``m``, ``d``, ``V``) at once: ``loss (k, B)`` and ``iterates (k, B, V, d)`` at the steps
+    ``log_steps`` (integers in ``[0, steps]``). Each iterate is exactly that of its own run.
+    Raises ``ValueError`` for an empty list, instances of different shapes, an overflow, or a final
+    loss above the initial one on some instance (the step is too large)."""
+    if not isinstance(datasets, (list, tuple)) or not datasets:
+        raise ValueError("datasets must be a nonempty list of NTPData")
+    datasets = [_data(d) for d in datasets]
+    shapes = {(tuple(d.H.shape), tuple(d.P.shape)) for d in datasets}
+    if len(shapes) != 1:
+        raise ValueError(f"all instances must have the same shape (H, P); got {sorted(shapes)}")
+    steps, lr = check_count(steps, "steps", 1), check_positive(lr, "lr")
+    log_steps = as_array(log_steps, "log_steps")
+    if log_steps.is_floating_point() or log_steps.dtype == torch.bool:
+        raise TypeError(f"log_steps must hold integer steps, got dtype {log_steps.dtype}")
+    if log_steps.ndim != 1 or log_steps.numel() == 0 or bool((log_steps < 0).any()) \
+            or bool((log_steps > steps).any()):
+        raise ValueError(f"log_steps must be a nonempty 1-D list of steps in [0, {steps}], got "
+                         f"{log_steps.tolist()}")
+    H, P = torch.stack([d.H for d in datasets]), torch.stack([d.P for d in datasets])   # (B, m, d), (B, m, V)
+    pi = torch.stack([d.pi for d in datasets])                                           # (B, m)
+    weighted_H = pi[..., None] * H
+    W = torch.zeros(len(datasets), P.shape[2], H.shape[2], dtype=H.dtype)
+    wanted, logged, losses, iterates = set(log_steps.tolist()), [], [], []
+    for k in range(steps + 1):
+        logp = torch.log_softmax(H @ W.transpose(1, 2), dim=-1)                           # (B, m, V)
+        loss = (pi * -(P * logp).masked_fill(P <= SUPPORT_TOL, 0.0).sum(-1)).sum(-1)     # (B,)
+        if k == 0:
+            first = loss
+        if k in wanted:
+            logged.append(k)
+            losses.append(loss)
+            iterates.append(W.clone())
+            if not bool(torch.isfinite(losses[-1]).all()):
+                raise ValueError(f"the loss overflows at step {k}: the step lr = {lr:g} is far too large")
+        if k == steps:
+            break
+        W = W - lr * (logp.exp() - P).transpose(1, 2) @ weighted_H
+        if not bool(torch.isfinite(W).all()):
+            raise ValueError(f"the iterates overflow at step {k + 1}: the step lr = {lr:g} is far too large")
+    if bool((loss > first + 1e-12).any()):
+        raise ValueError(f"the loss rose from {float(first.max()):.3g} to {float(loss.max()):.3g}: "
+                         f"the step lr = {lr:g} is too large")
+    return NTPHistory(torch.tensor(logged), torch.stack(losses), torch.stack(iterates))
