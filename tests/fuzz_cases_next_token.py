@@ -25,7 +25,9 @@ def cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     for bad in NON_NUMERIC:
         add("ntp_gradient_descent_batch", "type", f"datasets={bad!r}", lambda b=bad: batch(b, 5, 1.0, [5]))
         add("ntp_gradient_descent_batch", "type", f"lr={bad!r}", lambda b=bad: batch([_data()], 5, b, [5]))
-        add("ntp_gradient_descent_batch", "type", f"log_steps={bad!r}", lambda b=bad: batch([_data()], 5, 1.0, b))
+        if bad is not None:                               # None: the default steps
+            add("ntp_gradient_descent_batch", "type", f"log_steps={bad!r}",
+                lambda b=bad: batch([_data()], 5, 1.0, b))
     for bad in NON_FINITE:
         add("ntp_gradient_descent_batch", "value", f"lr={bad}", lambda b=bad: batch([_data()], 5, b, [5]))
     add("ntp_gradient_descent_batch", "value", "empty list", lambda: batch([], 5, 1.0, [5]))

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .graph_svm import TokenData, _data, priority_graphs, priority_sccs
-from .utils import DEFAULT_DTYPE, as_array, check_count, check_positive
+from .utils import DEFAULT_DTYPE, as_array, check_count, check_log_steps, check_positive
 
 
 def _weights(W, data: TokenData, name: str = "W") -> torch.Tensor:
@@ -71,7 +71,7 @@ def graph_gradient_descent(data: TokenData, steps: int, lr: float, W0=None, log_
     steps, lr = check_count(steps, "steps", 1), check_positive(lr, "lr")
     K, n = data.vocab, data.tokens.shape[0]
     W = torch.zeros(K, K, dtype=DEFAULT_DTYPE) if W0 is None else _weights(W0, data, "W0").clone()
-    wanted = set(_checked_log_steps(log_steps, steps).tolist())
+    wanted = set(check_log_steps(log_steps, steps).tolist())
     queries = torch.nn.functional.one_hot(data.queries, K).to(DEFAULT_DTYPE) / n        # (n, K)
     labels = torch.nn.functional.one_hot(data.labels, K).bool()                           # (n, K)
     logged, losses, iterates = [], [], []
@@ -109,7 +109,7 @@ def graph_gradient_descent_batch(datasets, steps: int, lr: float, log_steps=None
     if any(d.vocab != K for d in datasets):
         raise ValueError(f"all datasets must share one vocab; got {sorted({d.vocab for d in datasets})}")
     steps, lr = check_count(steps, "steps", 1), check_positive(lr, "lr")
-    log_steps = _checked_log_steps(log_steps, steps)
+    log_steps = check_log_steps(log_steps, steps)
     B, n = len(datasets), max(d.tokens.shape[0] for d in datasets)
     counts = torch.ones(B, n, K, dtype=DEFAULT_DTYPE)                    # padding rows: weight 0
     queries, labels = torch.zeros(B, n, dtype=torch.int64), torch.zeros(B, n, dtype=torch.int64)
@@ -139,20 +139,6 @@ def graph_gradient_descent_batch(datasets, steps: int, lr: float, log_steps=None
     if len(losses) > 1 and bool((losses[-1] > losses[0] + 1e-12).any()):
         raise ValueError(f"the loss rose on some dataset: lr = {lr:g} is too large (lr < 4 always descends)")
     return GraphHistory(torch.tensor(logged), torch.stack(losses), torch.stack(iterates))
-
-
-def _checked_log_steps(log_steps, steps: int) -> torch.Tensor:
-    """The steps to record: default 0 and about 60 log-spaced ones; else integers in ``[0, steps]``."""
-    if log_steps is None:
-        log_steps = np.unique(np.r_[0, np.geomspace(1, steps, 60).round().astype(int)])
-    log_steps = as_array(log_steps, "log_steps")
-    if log_steps.is_floating_point() or log_steps.dtype == torch.bool:
-        raise TypeError(f"log_steps must hold integer steps, got dtype {log_steps.dtype}")
-    if log_steps.ndim != 1 or log_steps.numel() == 0 or bool((log_steps < 0).any()) \
-            or bool((log_steps > steps).any()):
-        raise ValueError(f"log_steps must be a nonempty 1-D list of steps in [0, {steps}], got "
-                         f"{log_steps.tolist()}")
-    return log_steps
 
 
 def _within_basis(data: TokenData) -> np.ndarray:

@@ -31,7 +31,7 @@ import scipy.linalg
 import torch
 
 from .svm_core import InfeasibleError, _basis, _min_norm_point
-from .utils import DEFAULT_DTYPE, as_array, as_tensor, check_count, check_flag, check_positive
+from .utils import DEFAULT_DTYPE, as_tensor, check_count, check_flag, check_log_steps, check_positive
 
 SUPPORT_TOL = 0.0          # a token is in the support when its probability is > 0
 
@@ -219,16 +219,7 @@ def ntp_gradient_descent(data: NTPData, steps: int, lr: float, W0=None,
     lr = check_positive(lr, "lr")
     V, d = data.P.shape[1], data.H.shape[1]
     W = torch.zeros(V, d, dtype=data.H.dtype) if W0 is None else _decoder(W0, data, "W0").clone()
-    if log_steps is None:
-        log_steps = np.unique(np.r_[0, np.geomspace(1, steps, 60).round().astype(int)])
-    log_steps = as_array(log_steps, "log_steps")
-    if log_steps.ndim != 1 or log_steps.numel() == 0:
-        raise ValueError(f"log_steps must be a nonempty 1-D list of steps, got shape {tuple(log_steps.shape)}")
-    if log_steps.is_floating_point() or log_steps.dtype == torch.bool:
-        raise TypeError(f"log_steps must hold integer steps, got dtype {log_steps.dtype}")
-    if bool((log_steps < 0).any()) or bool((log_steps > steps).any()):
-        raise ValueError(f"log_steps must lie in [0, steps] = [0, {steps}], got {log_steps.tolist()}")
-    wanted = set(log_steps.tolist())
+    wanted = set(check_log_steps(log_steps, steps).tolist())
     weighted_H = data.pi[:, None] * data.H                              # (m, d)
     logged_steps, losses, iterates = [], [], []
     for k in range(steps + 1):
@@ -248,10 +239,10 @@ def ntp_gradient_descent(data: NTPData, steps: int, lr: float, W0=None,
     return NTPHistory(torch.tensor(logged_steps), torch.tensor(losses, dtype=data.H.dtype), torch.stack(iterates))
 
 
-def ntp_gradient_descent_batch(datasets, steps: int, lr: float, log_steps) -> NTPHistory:
+def ntp_gradient_descent_batch(datasets, steps: int, lr: float, log_steps=None) -> NTPHistory:
     """:func:`ntp_gradient_descent` from ``W0 = 0`` on ``B`` instances of the same shape
     (``m``, ``d``, ``V``) at once: ``loss (k, B)`` and ``iterates (k, B, V, d)`` at the steps
-    ``log_steps`` (integers in ``[0, steps]``). Each iterate is exactly that of its own run.
+    ``log_steps`` (as in :func:`ntp_gradient_descent`). Each iterate is exactly that of its own run.
     Raises ``ValueError`` for an empty list, instances of different shapes, an overflow, or a final
     loss above the initial one on some instance (the step is too large)."""
     if not isinstance(datasets, (list, tuple)) or not datasets:
@@ -261,13 +252,7 @@ def ntp_gradient_descent_batch(datasets, steps: int, lr: float, log_steps) -> NT
     if len(shapes) != 1:
         raise ValueError(f"all instances must have the same shape (H, P); got {sorted(shapes)}")
     steps, lr = check_count(steps, "steps", 1), check_positive(lr, "lr")
-    log_steps = as_array(log_steps, "log_steps")
-    if log_steps.is_floating_point() or log_steps.dtype == torch.bool:
-        raise TypeError(f"log_steps must hold integer steps, got dtype {log_steps.dtype}")
-    if log_steps.ndim != 1 or log_steps.numel() == 0 or bool((log_steps < 0).any()) \
-            or bool((log_steps > steps).any()):
-        raise ValueError(f"log_steps must be a nonempty 1-D list of steps in [0, {steps}], got "
-                         f"{log_steps.tolist()}")
+    log_steps = check_log_steps(log_steps, steps)
     H, P = torch.stack([d.H for d in datasets]), torch.stack([d.P for d in datasets])   # (B, m, d), (B, m, V)
     pi = torch.stack([d.pi for d in datasets])                                           # (B, m)
     weighted_H = pi[..., None] * H

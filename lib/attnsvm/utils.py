@@ -228,3 +228,19 @@ def check_flag(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return bool(value)
+
+
+def check_log_steps(log_steps, steps: int) -> torch.Tensor:
+    """The steps at which a descent records its state: by default (None) step 0 and about 60
+    log-spaced steps up to ``steps``; else a nonempty 1-D list of integers in ``[0, steps]``."""
+    if log_steps is None:
+        log_steps = np.unique(np.r_[0, np.geomspace(1, steps, 60).round().astype(int)])
+    log_steps = as_array(log_steps, "log_steps")
+    if log_steps.ndim != 1 or log_steps.numel() == 0:
+        raise ValueError(f"log_steps must be a nonempty 1-D list of steps, got shape {tuple(log_steps.shape)}")
+    if log_steps.is_floating_point() or log_steps.dtype == torch.bool:
+        raise TypeError(f"log_steps must hold integer steps, got dtype {log_steps.dtype}")
+    if bool((log_steps < 0).any()) or bool((log_steps > steps).any()):
+        raise ValueError(f"log_steps must be a nonempty 1-D list of steps in [0, {steps}], got "
+                         f"{log_steps.tolist()}")
+    return log_steps
