@@ -57,4 +57,8 @@ def cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
             lambda b=bad: A.gen_svm_violation(W0[0], torch.full_like(X[0], b), Z[0], sets))
     for bad in NON_NUMERIC:
         add("type", f"gen_svm_violation W={bad!r}", lambda b=bad: A.gen_svm_violation(b, X[0], Z[0], sets))
+    # the relaxed Gen-SVM of chapter 6 (gen_svm's `relaxed`): a bad mask, or every example relaxed
+    for bad in (torch.tensor([True]), torch.tensor([1, 0, 0]), torch.ones(3, 4, dtype=torch.bool),
+                torch.ones(3, dtype=torch.bool)) + tuple(b for b in NON_NUMERIC if b is not None):
+        add("relaxed", f"gen_svm relaxed={bad!r}", lambda b=bad: A.gen_svm(X[0], Z[0], sets, relaxed=b))
     return found

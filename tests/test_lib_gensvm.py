@@ -182,3 +182,67 @@ def test_one_infeasible_example_alone_raises_not_a_huge_matrix():
         X[0, 2] = torch.tensor(between, dtype=F64)
         with pytest.raises(A.InfeasibleError, match="example 0"):
             A.gen_svm(X, Z, torch.tensor([[True, True, False]]))
+
+
+def _relaxed_instance():
+    """Input 0 keeps {x1, x2} and its masked token x3 = (2, 2) lies beyond them; input 1 keeps y1."""
+    X = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]],
+                      [[1.0, 0.0], [0.0, 0.0], [0.0, -1.0]]], dtype=F64)
+    Z = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=F64)
+    sets = torch.tensor([[True, True, False], [True, False, False]])
+    return X, Z, sets
+
+
+def test_relaxed_gen_svm_hand_solved():
+    """With z = e1 only u = W z matters. Input 0 asks u1 = u2, and its margin -u1 - 2 u2 >= 1
+    contradicts input 1's u1 >= 1: Gen-SVM is infeasible. Relaxing input 0 drops that margin but
+    keeps u1 = u2; with u1 >= 1 and u1 + u2 >= 1 the least-norm u is (1, 1)."""
+    X, Z, sets = _relaxed_instance()
+    with pytest.raises(A.InfeasibleError):
+        A.gen_svm(X, Z, sets)
+    result = A.gen_svm(X, Z, sets, relaxed=torch.tensor([True, False]))
+    assert torch.allclose(result.W, torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=F64), atol=1e-12)
+    assert abs(result.objective - np.sqrt(2)) < 1e-12
+    assert torch.isinf(result.margins[0]).all()                       # no margin for input 0
+    assert torch.allclose(result.margins[1, 1:], torch.tensor([1.0, 2.0], dtype=F64), atol=1e-12)
+    assert result.support[1].tolist() == [False, True, False]
+    # nothing relaxed: the ordinary Gen-SVM (same digits)
+    P = A.random_problem(3, 4, 5, generator=A.set_seed(31))
+    S = torch.tensor([[True, True, False, False], [True, False, False, False], [False, True, True, False]])
+    assert torch.equal(A.gen_svm(P.X, P.Z, S, relaxed=torch.zeros(3, dtype=torch.bool)).W, A.gen_svm(P.X, P.Z, S).W)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_relaxed_gen_svm_agrees_with_cvxpy(seed):
+    """Independent solve: equalities for every example, margins only for the others."""
+    cp = pytest.importorskip("cvxpy")
+    P = A.random_problem(3, 4, 4, generator=A.set_seed(40 + seed))
+    S = torch.tensor([[True, True, False, False], [True, False, True, False], [False, False, False, True]])
+    free = torch.tensor([True, False, False]) if seed % 2 else torch.tensor([False, True, False])
+    result = A.gen_svm(P.X, P.Z, S, relaxed=free)
+    X, Z = P.X.numpy(), P.Z.numpy()
+    W = cp.Variable((4, 4))
+    constraints = []
+    for i in range(3):
+        inside = np.flatnonzero(S[i].numpy())
+        for t in range(4):
+            expr = (X[i, inside[0]] - X[i, t]) @ W @ Z[i]
+            if S[i, t]:
+                constraints.append(expr == 0)
+            elif not free[i]:
+                constraints.append(expr >= 1)
+    cp.Problem(cp.Minimize(cp.sum_squares(W)), constraints).solve(solver="CLARABEL")
+    assert np.allclose(result.W.numpy(), W.value, atol=1e-6)
+    # the relaxed problem has fewer constraints: its norm is at most the full one's
+    assert result.objective <= A.gen_svm(P.X, P.Z, S).objective + 1e-12
+    assert torch.isinf(result.margins[free]).all()
+
+
+def test_relaxed_gen_svm_refuses_bad_input():
+    X, Z, sets = _relaxed_instance()
+    with pytest.raises(ValueError, match="shape"):
+        A.gen_svm(X, Z, sets, relaxed=torch.tensor([True]))
+    with pytest.raises(TypeError, match="boolean"):
+        A.gen_svm(X, Z, sets, relaxed=torch.tensor([1, 0]))
+    with pytest.raises(ValueError, match="no margin constraint"):      # everything relaxed
+        A.gen_svm(X, Z, sets, relaxed=torch.tensor([True, True]))

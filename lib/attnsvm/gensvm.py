@@ -159,10 +159,13 @@ def _null_space(E: np.ndarray, dim: int) -> np.ndarray:
     return vt[rank:].T
 
 
-def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None) -> GenSVMResult:
+def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None, relaxed=None) -> GenSVMResult:
     """Solve Gen-SVM for the sets ``selected`` (boolean ``(n, T)``, True = token in ``O_i``).
     ``mask`` (boolean ``(n, T)``, e.g. ``Problem.mask`` of causal attention): tokens a query may
     not see get no constraint (margin ``+inf``); the selected tokens must be visible.
+    ``relaxed`` (boolean ``(n,)``): the **relaxed Gen-SVM** (ours, not the authors'; book chapter 6):
+    the examples marked True keep their equalities but lose their margin constraints (margin
+    ``+inf``), as for an input on which the loss is flat (a ReLU head switched off).
 
     Raises:
         InfeasibleError: no W keeps every set's logits equal and 1 above every masked token; the
@@ -173,11 +176,14 @@ def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None) -> GenSVMResul
     n, T, d = X.shape
     visible = _visible(mask, n, T)
     sets = _sets(selected, n, T, visible if mask is not None else None)
+    if relaxed is not None:           # a relaxed example "sees" only its set: equalities, no margin
+        free = as_mask(relaxed, "relaxed", (n,), "(n,): True = the example keeps no margin").cpu().numpy()
+        visible = np.where(free[:, None], sets, visible)
     sx, sz = exact_scale(X), exact_scale(Z)          # exact powers of two: same digits
     E, A, where = _rows(X * sx, Z * sz, sets, visible)
     if not A.size:
-        raise ValueError("no margin constraint: every example keeps all the tokens it sees, so "
-                         "Gen-SVM has no direction (only equalities)")
+        raise ValueError("no margin constraint: every example keeps all the tokens it sees (or is "
+                         "relaxed), so Gen-SVM has no direction (only equalities)")
     coefficients, basis = _solve_reduced(E, A, d)
     if coefficients is None:
         raise InfeasibleError("Gen-SVM is infeasible: " + _blocking(X, Z, sets, visible))

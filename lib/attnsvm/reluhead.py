@@ -11,7 +11,7 @@ features ``F_it = x_it z_i^T``: ``W_k = W_0 + sum_it beta_it F_it``. With the Gr
 ``||grad_W L||_F^2 = delta^T K delta``, so a step of normalized GD,
 ``beta <- beta - lr delta / (sqrt(delta^T K delta) + eps)``, updates ``nT`` numbers per run instead of
 ``d^2``. It equals ``train(WAttention(W0), problem, method="ngd", head=MLPHead(V), eps=eps)`` up to
-rounding (tests/test_lib_reluhead.py), about ten times faster.
+rounding (tests/test_lib_reluhead.py), several times faster (book chapter 6 measures the factor).
 """
 
 from __future__ import annotations
