@@ -50,6 +50,10 @@ def cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
             lambda b=bad: A.label_probability(torch.zeros(3, 2), torch.full((3, 2), b), P3))
         add("non-finite", f"log_growth_rate norms with {bad}",
             lambda b=bad: A.log_growth_rate(torch.full((20,), b), 2, 10))
+        add("non-finite", f"selected_term_error iterates with {bad}",
+            lambda b=bad: A.selected_term_error(torch.full((5, 3), b), P1, [1], KEY))
+        add("non-finite", f"selected_term_error heads with {bad}",
+            lambda b=bad: A.selected_term_error(torch.zeros(5, 2), P3, [1, 1, 1], heads=torch.full((5, 2), b)))
         add("non-finite", f"saturation_onset iterates with {bad}",
             lambda b=bad: A.saturation_onset(torch.full((5, 3), b), P1, [1], KEY))
     for bad in NON_NUMERIC + [True]:
@@ -96,6 +100,19 @@ def cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     add("shape", "first_departure lengths differ", lambda: A.first_departure(curve, curve[:5]))
     for bad in [0.0, -1e-3, float("nan")]:
         add("setting", f"first_departure tol={bad!r}", lambda b=bad: A.first_departure(curve, curve, tol=b))
+    add("valid", "selected_term_error B1 at p1 = 17 in float32 (term lost)",
+        checked(lambda: A.selected_term_error(torch.tensor([[17.0, 0.0, 0.0]]), P1.to(dtype=torch.float32), [1], KEY),
+                lambda r: float(r) == 1.0))
+    add("shape", "selected_term_error iterates (steps,)", lambda: A.selected_term_error(torch.zeros(5), P1, [1], KEY))
+    add("shape", "selected_term_error heads of another length",
+        lambda: A.selected_term_error(torch.zeros(5, 2), P3, [1, 1, 1], heads=torch.zeros(4, 2)))
+    add("shape", "selected_term_error heads of another dimension",
+        lambda: A.selected_term_error(torch.zeros(5, 2), P3, [1, 1, 1], heads=torch.zeros(5, 3)))
+    add("shape", "selected_term_error alpha out of range", lambda: A.selected_term_error(torch.zeros(2, 3), P1, 4, KEY))
+    add("shape", "selected_term_error batched problem",
+        lambda: A.selected_term_error(torch.zeros(2, 3), A.b4_problem([1.0, 2.0]), 1, KEY))
+    for bad in NON_NUMERIC:
+        add("type", f"selected_term_error problem={bad!r}", lambda b=bad: A.selected_term_error(torch.zeros(2, 3), b, 1, KEY))
     add("shape", "saturation_onset iterates (steps,)", lambda: A.saturation_onset(torch.zeros(5), P1, [1], KEY))
     for k0, k1 in ((0, 5), (5, 5), (6, 5), (2, 20), (1.5, 5), (True, 5)):
         add("setting", f"log_growth_rate k0={k0!r} k1={k1!r}", lambda a=k0, b=k1: A.log_growth_rate(curve, a, b))

@@ -115,6 +115,67 @@ def test_saturation_onset_against_a_step_by_step_loop():
     assert A.saturation_onset(its.double(), P.to(dtype=F64), [1], KEY) is None
 
 
+def _autograd_logit_gradient(p, problem, dtype):
+    """d(output)/d(logits) of the textbook softmax by autograd in ``dtype`` (B1: output = s^T nu)."""
+    X = problem.X[0].to(dtype)
+    logits = ((X @ KEY.to(dtype)) @ p.to(dtype)).clone().requires_grad_(True)
+    nu = X @ problem.v.to(dtype)
+    return torch.autograd.grad((torch.softmax(logits, -1) * nu).sum(), logits)[0]
+
+
+def test_selected_term_error_against_autograd_and_exact_sums():
+    P = A.b1_problem(0.0)
+    for p1 in (2.0, 8.0, 14.0, 15.5, 16.0, 16.3, 17.0, 19.0):
+        p = torch.tensor([p1, 0.0, 0.0], dtype=F32).double()        # representable in float32
+        # exact selected term, token 2 selected, by an explicit loop in float64 (no cancellation)
+        s = torch.softmax((P.X[0] @ KEY) @ p, -1).tolist()
+        nu = P.X[0, :, 2].tolist()
+        exact = s[1] * sum(s[t] * (nu[1] - nu[t]) for t in range(3))
+        auto32 = float(_autograd_logit_gradient(p, P, F32)[1])
+        err32 = float(A.selected_term_error(p.float()[None], P.to(dtype=F32), [1], KEY)[0, 0])
+        assert math.isclose(err32, abs(auto32 - exact) / abs(exact), rel_tol=1e-6, abs_tol=1e-6), (p1, err32)
+        err64 = float(A.selected_term_error(p[None], P, [1], KEY)[0, 0])
+        assert err64 < 2.0 ** -50 * math.exp(p1)     # float64: relative error ~ u / (1 - s_alpha), still small
+    # small gaps: float32 is accurate; past 24 log 2 the term is lost entirely (computed exactly 0)
+    small = A.selected_term_error(torch.tensor([[2.0, 0.0, 0.0]]), P.to(dtype=F32), [1], KEY)
+    lost = A.selected_term_error(torch.tensor([[17.0, 0.0, 0.0]]), P.to(dtype=F32), [1], KEY)
+    assert float(small) < 1e-5 and float(lost) == 1.0
+    # the loss is gradual: on a ray of rising p_1 the error passes 0.5 before s_alpha rounds to 1
+    ray = torch.zeros(200, 3, dtype=F32)
+    ray[:, 0] = torch.linspace(12.0, 18.0, 200)
+    err = A.selected_term_error(ray, P.to(dtype=F32), [1], KEY)[:, 0]
+    onset = A.saturation_onset(ray, P.to(dtype=F32), [1], KEY)
+    half = A.first_crossing(err, 0.5)
+    assert half is not None and onset is not None and half < onset
+    assert float(ray[half, 0]) < 24 * math.log(2) - 0.5 < float(ray[onset, 0])
+
+
+def test_selected_term_error_with_heads_and_degenerate_terms():
+    P = A.b3_problem([0.5, 1.5])
+    prompts = torch.tensor([[1.0, 0.5], [3.0, -1.0]], dtype=F64)
+    default = A.selected_term_error(prompts, P, [1, 1, 1])
+    same = A.selected_term_error(prompts, P, [1, 1, 1], heads=P.v.expand(2, 2))
+    assert torch.equal(default, same) and default.shape == (2, 3)
+    # another head, float32: against autograd row by row and the exact term by a loop in float64
+    heads = torch.tensor([[0.3, 0.7], [-1.0, 2.0]], dtype=F32).double()      # representable in float32
+    got = A.selected_term_error(prompts.float(), P.to(dtype=F32), [1, 1, 1], heads=heads.float())
+    for k in range(2):
+        for i in range(3):
+            s = torch.softmax(P.X[i] @ prompts[k], 0).tolist()
+            nu = (P.X[i] @ heads[k]).tolist()
+            exact = s[1] * sum(s[t] * (nu[1] - nu[t]) for t in range(2))
+            logits = (P.X[i].float() @ prompts[k].float()).requires_grad_(True)
+            computed = float(torch.autograd.grad((torch.softmax(logits, 0) * (P.X[i].float() @ heads[k].float())).sum(),
+                                                 logits)[0][1])
+            assert math.isclose(float(got[k, i]), abs(computed - exact) / abs(exact), rel_tol=1e-9, abs_tol=1e-12)
+    # equal values: the exact term is 0; error 0 when the computed one is 0 as well
+    flat = A.Problem(torch.tensor([[[1.0, 0.0, 2.0], [0.0, 1.0, 2.0]]], dtype=F64), torch.ones(1, dtype=F64),
+                     torch.ones(1, 3, dtype=F64), torch.tensor([0.0, 0.0, 1.0], dtype=F64))
+    assert float(A.selected_term_error(torch.zeros(1, 3, dtype=F64), flat, [0], KEY)) == 0.0    # s = (1/2, 1/2)
+    # ... and inf when rounding leaves a nonzero computed term (never a finite made-up ratio)
+    assert float(A.selected_term_error(torch.tensor([[0.3, 0.1, 0.0]], dtype=F64), flat, [0], KEY)) in (0.0, math.inf)
+
+
 def test_log_growth_rate():
     k = torch.arange(1001, dtype=F64)
     norms = 2.5 * torch.log(k.clamp_min(1)) + 7.0
@@ -202,6 +263,12 @@ def test_mixed_label_margin_against_a_grid_of_directions():
             assert -1e-9 <= margin - brute <= float(R.norm(dim=1).max()) * 2 * np.pi / 200000
         else:
             assert margin == 0.0
+    # features too small for float64 to decide (the review's reproducer): the bound min ||r_i||
+    P = A.b3_problem([0.5, 1.5])
+    s = torch.sigmoid(P.X[:, 1] @ torch.tensor([-9.474, -12.572], dtype=F64))
+    assert float(s.min()) < 1e-9
+    margin, bounded = A.mixed_label_margin(s[:, None] * P.X[:, 1], P.Y)
+    assert bounded and margin == pytest.approx(float((s[:, None] * P.X[:, 1]).norm(dim=1).min()), rel=1e-12)
     # not separable through the origin: margin 0
     assert A.mixed_label_margin(torch.tensor([[1.0, 0.0], [1.0, 0.0]]), torch.tensor([1.0, -1.0])) == (0.0, False)
     # the B3 mixed features at a prompt: r_i = s_i x_i2

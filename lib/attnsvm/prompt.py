@@ -15,7 +15,7 @@ import torch
 from scipy.optimize import brentq
 
 from .data import Problem
-from .metrics import probability_on
+from .metrics import _indices, probability_on
 from .models import PromptAttention
 from .utils import DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_positive, set_seed
 
@@ -148,6 +148,42 @@ def saturation_onset(iterates, problem: Problem, alpha, key_matrix=None) -> int 
     saturated = (selected_probability(iterates, problem, alpha, key_matrix) == 1.0).any(-1)
     hit = saturated.nonzero()
     return int(hit[0]) if len(hit) else None
+
+
+def selected_term_error(iterates, problem: Problem, alpha, key_matrix=None, heads=None) -> torch.Tensor:
+    """Relative error, per step and input (shape ``(steps, n)``), of the selected token's term of the
+    textbook softmax gradient, ``s_alpha (nu_alpha - sum_t s_t nu_t)`` with ``nu_t = v^T x_t``, as
+    the softmax backward forms it in the iterates' precision, against its exact value
+    ``s_alpha sum_t s_t (nu_alpha - nu_t)`` in float64 (the book's float32 section: the term is lost
+    gradually as ``s_alpha`` nears 1, entirely once it rounds to 1). ``iterates (steps, d')`` are
+    prompts; ``heads (steps, d)`` the matching heads of a joint run, else the problem's head ``v``.
+    Where the exact term is 0 the error is 0 if the computed term is 0 too, else inf."""
+    iterates = as_tensor(iterates, "iterates", dtype=None)
+    if iterates.ndim != 2:
+        raise ValueError(f"iterates must have shape (steps, d'), got {tuple(iterates.shape)}")
+    selected_probability(iterates, problem, alpha, key_matrix)        # checks problem, alpha, keys
+    heads = problem.v.expand(len(iterates), problem.d) if heads is None else as_tensor(heads, "heads", dtype=None)
+    if tuple(heads.shape) != (len(iterates), problem.d):
+        raise ValueError(f"heads must have shape (steps, d) = ({len(iterates)}, {problem.d}), "
+                         f"got {tuple(heads.shape)}")
+    key_matrix = PromptAttention(iterates, key_matrix=key_matrix).key_matrix
+    idx = _indices(alpha, (problem.n,), problem.T, iterates.device).expand(len(iterates), -1).unsqueeze(-1)
+    terms = []
+    for dtype in (iterates.dtype, torch.float64):
+        keys = problem.X.to(dtype) if key_matrix is None else problem.X.to(dtype) @ key_matrix.to(dtype)
+        logits = problem.mask_logits(torch.einsum("ntd,kd->knt", keys, iterates.to(dtype)))
+        nu = torch.einsum("ntd,kd->knt", problem.X.to(dtype), heads.to(dtype))          # (steps, n, T)
+        if not terms:           # the textbook backward, s_a (nu_a - s^T nu), by autograd as in training
+            logits.requires_grad_(True)
+            grad = torch.autograd.grad((torch.softmax(logits, -1) * nu).sum(), logits)[0]
+            terms.append(grad.gather(-1, idx).squeeze(-1).double())
+        else:                   # exact: pairwise differences, no cancellation
+            s = torch.softmax(logits, -1)
+            s_a, nu_a = s.gather(-1, idx).squeeze(-1), nu.gather(-1, idx).squeeze(-1)
+            terms.append(s_a * (s * (nu_a.unsqueeze(-1) - nu)).sum(-1))
+    computed, exact = terms
+    error = (computed - exact).abs() / exact.abs()
+    return torch.where(exact == 0, torch.where(computed == 0, 0.0, torch.inf).to(error.dtype), error)
 
 
 def log_growth_rate(norms, k0: int, k1: int) -> torch.Tensor:

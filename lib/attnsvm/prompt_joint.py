@@ -15,7 +15,7 @@ from .data import Problem
 from .heads import LinearHead
 from .jointsvm import v_svm
 from .models import PromptAttention
-from .svm_core import InfeasibleError
+from .svm_core import IllConditionedError, InfeasibleError
 from .train import History, train
 from .utils import DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_positive
 
@@ -113,8 +113,9 @@ def label_probability(prompts, heads, problem: Problem) -> torch.Tensor:
 def mixed_label_margin(features, Y) -> tuple[float, bool]:
     """The label margin ``gamma = max_{||v|| <= 1} min_i Y_i v^T r_i`` of features ``r_i``
     (``features (n, d)``, labels ``Y (n,)``): ``1 / ||v^mm||`` from the v-SVM
-    (:func:`attnsvm.v_svm` on one-token sequences), 0 when no ``v`` separates them. Where the
-    solver returns no finite solution (features near 0, e.g. ``1e-10``), it returns the upper bound
+    (:func:`attnsvm.v_svm` on one-token sequences), 0 when no ``v`` separates them. Where float64
+    cannot decide (features near 0, e.g. ``1e-10``: the solver raises
+    :class:`attnsvm.IllConditionedError` or returns no finite solution), it returns the upper bound
     ``min_i ||r_i||`` instead. Returns ``(gamma, bound_used)``; the term of paper B's margin
     condition ("Assumption B") on the mixed features ``r_i(p) = X_i^T S(K_i p)``."""
     R = as_tensor(features, "features")
@@ -125,6 +126,8 @@ def mixed_label_margin(features, Y) -> tuple[float, bool]:
             objective = v_svm(R.unsqueeze(1), Y, [0] * len(R)).objective
     except InfeasibleError:
         return 0.0, False
+    except IllConditionedError:
+        return float(R.norm(dim=-1).min()), True
     if math.isfinite(objective) and objective > 0:
         return 1 / objective, False
     return float(R.norm(dim=-1).min()), True
