@@ -126,6 +126,28 @@ def test_argmax_rule_and_threshold_band():
     assert unsat == sorted(unsat) and unsat[-1] > 0          # stricter rule, more runs not yet chosen
     alpha, argmax_kinds = A.run_outcomes(P, probabilities, saturation=None)
     assert torch.equal(alpha, A.selected_tokens(probabilities)) and "unsaturated" not in argmax_kinds
+    for level, counts in band.items():                       # one classification = one per level
+        assert counts == A.outcome_counts(A.run_outcomes(P, probabilities, saturation=level)[1])
+    with pytest.raises(ValueError, match="saturation"):
+        A.outcomes_by_threshold(P, probabilities, levels=(None, 1.5))
+
+
+def test_ngd_outcomes_match_train_at_d2_under_every_rule():
+    """At d = 2 and 2000 steps the runs are chaotic (A.train against itself from a start moved by
+    1e-13 differs by 1e-2 in probability), so the independent check compares outcomes, not
+    probabilities: the batched logit program and A.train's normalized GD on W give the same outcome
+    for every run under the argmax rule and the thresholds 0.9 / 0.99 / 0.999."""
+    P, _ = A.seeded_instances(5, 5, 2, A.a4_seed(5, 5, 2), 24, drawn=500)
+    probabilities, _ = A.a4_runs(5, 5, 2, 24, drawn=500, steps=2000)
+    att = A.WAttention.zeros(2, 24)
+    A.train(att, P, 2000, 0.1, method="ngd", log_every=2000)
+    reference = att.probabilities(P).detach()
+    kinds = set()
+    for level in (None, 0.9, 0.99, 0.999):
+        ours = A.run_outcomes(P, probabilities, saturation=level)[1]
+        assert ours == A.run_outcomes(P, reference, saturation=level)[1], level
+        kinds |= set(ours)
+    assert {"global", "unsaturated"} <= kinds and len(kinds) >= 3      # not a trivially uniform batch
 
 
 def test_opt_feasible_friendly_and_hard():

@@ -9,7 +9,7 @@ labels, logistic loss, normalized GD with step 0.1 for 2000 steps from ``W = 0``
 instances, classifies every run with :func:`run_outcomes`, counts the outcomes and compares the
 counts with the paper's bars. Everything is seeded: the same arguments give the same numbers.
 
-The runs are one batched program on the logits (:func:`_ngd_path`): the normalized step on ``W``
+The runs are one batched program on the logits (:func:`attnsvm.a4_path.ngd_logit_path`): the normalized step on ``W``
 moves the logits by a kernel of the data, so no ``d x d`` matrix is formed, runs of several ``d``
 share one program (zero-padded coordinates change no inner product), and a run can record its
 probabilities at several step budgets (:func:`a4_budgets`) for the cost of the longest.
@@ -24,13 +24,13 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
+from .a4_path import ngd_logit_path
 from .data import Problem, random_problem
 from .models import WAttention
 from .report import proportion_interval
 from .selections import OUTCOMES, check_saturation, run_outcomes
 from .svm import att_svm
 from .svm_core import InfeasibleError
-from .train import TrainingError
 from .utils import DEFAULT_DTYPE, as_tensor, check_count, check_positive, check_seed, set_seed
 
 A4_D = (2, 3, 4, 5, 10, 20)
@@ -63,51 +63,6 @@ def seeded_instances(n: int, T: int, d: int, seed: int, stop: int, *, start: int
     return problem.select(slice(start, stop)), g
 
 
-@torch.no_grad()
-def _ngd_path(X: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor, values: torch.Tensor,
-              logits: torch.Tensor, budgets: Sequence[int], lr: float) -> dict[int, torch.Tensor]:
-    """Normalized GD on ``W`` (logistic loss, fixed linear head; the step of :func:`train` with
-    ``method="ngd"``), run on the logits ``a_it = x_it^T W z_i`` of a batch ``X (B, n, T, d)``,
-    ``Z (B, n, d)``, labels ``Y (B, n)`` and token values ``c_it = v^T x_it``; returns the softmax
-    probabilities after each number of steps in ``budgets``.
-
-    With ``G_it = dL/da_it`` (the re-centred closed form of :mod:`attnsvm.gradients`, accurate
-    however saturated the softmax), the gradient is ``g = sum_it G_it x_it z_i^T`` and the step
-    ``W <- W - lr g / ||g||_F`` moves the logits by ``-lr (K G) / sqrt(G^T K G)`` with the kernel
-    ``K_(it),(js) = (x_it . x_js)(z_i . z_j)``, applied as ``K G = X (Z Z^T) (sum_t G_t x_t)``.
-    ``G`` is divided by its largest entry first, so that saturated gradients (1e-200) do not
-    underflow in ``G^T K G``. The batch is laid out last, so every operation runs over it at once.
-    """
-    B, n, T = logits.shape
-    logits = logits.detach()                     # no autograd graph: the gradient is in closed form
-    Xl = X.permute(1, 2, 3, 0).contiguous()                              # (n, T, d, B)
-    ZZ = (Z @ Z.transpose(-1, -2)).permute(1, 2, 0).unsqueeze(2).contiguous()   # (n, n, 1, B)
-    c = values.permute(1, 2, 0).contiguous()                             # (n, T, B)
-    negY = (-Y).T.unsqueeze(1).contiguous()                              # (n, 1, B)
-    a = logits.permute(1, 2, 0).contiguous()
-    out, last = {}, max(budgets)
-    for step in range(last + 1):
-        if step in budgets:
-            out[step] = torch.softmax(a, 1).permute(2, 0, 1).contiguous()
-        if step == last:
-            break
-        top_logit, top = a.max(1, keepdim=True)
-        p = (a - top_logit).exp_()
-        p /= p.sum(1, keepdim=True)
-        c_top = c.gather(1, top)
-        centred = c - c_top                                              # c_t - c_top
-        mix = (p * centred).sum(1, keepdim=True)
-        outer = torch.sigmoid((c_top + mix).mul_(negY)).mul_(negY)        # loss'(Y f) Y
-        G = (centred - mix).mul_(p).mul_(outer)
-        G /= G.abs().amax((0, 1)).clamp(min=1e-300)
-        GX = (G.unsqueeze(2) * Xl).sum(1)                                # sum_t G_it x_it, (n, d, B)
-        KG = (Xl * (ZZ * GX.unsqueeze(0)).sum(1).unsqueeze(1)).sum(2)   # (K G)_jt, (n, T, B)
-        a -= KG.mul_(lr / (G * KG).sum((0, 1)).clamp(min=1e-300).sqrt())
-    if not all(bool(torch.isfinite(p).all()) for p in out.values()):
-        raise TrainingError("normalized GD produced NaN/inf probabilities; check the data")
-    return out
-
-
 def _budgets(budgets) -> tuple[int, ...]:
     if isinstance(budgets, (str, bytes)) or not isinstance(budgets, (list, tuple)) or not budgets:
         raise TypeError(f"budgets must be a non-empty list of step counts, got {budgets!r}")
@@ -131,7 +86,7 @@ def ngd_outcomes(problem: Problem, W0: torch.Tensor | None = None, *, steps: int
     steps = check_count(steps, "steps", 1)
     lr = check_positive(lr, "lr")
     logits = WAttention(W0).logits(problem)
-    probabilities = _ngd_path(problem.X, problem.Z, problem.Y, problem.scores * problem.Y.unsqueeze(-1),
+    probabilities = ngd_logit_path(problem.X, problem.Z, problem.Y, problem.scores * problem.Y.unsqueeze(-1),
                               logits, (steps,), lr)[steps]
     return probabilities, run_outcomes(problem, probabilities, saturation=saturation)[1]
 
@@ -159,11 +114,17 @@ def outcomes_by_threshold(problem: Problem, probabilities: torch.Tensor,
                           levels: Sequence[float | None] = (None, 0.9, 0.99, 0.999)) -> dict:
     """:func:`outcome_counts` of the same runs under several saturation thresholds (``None`` = the
     argmax rule): the band of A4's bars over the threshold that decides when a run has "chosen"
-    (book chapter 5, Check 5.7). Returns ``{level: counts}``."""
+    (book chapter 5b, Check 5.7). Returns ``{level: counts}``, equal to counting
+    :func:`run_outcomes` at each level; the selections are classified once (under the argmax rule),
+    since a threshold only decides which runs count as unsaturated."""
     if isinstance(levels, (str, bytes)) or not isinstance(levels, (list, tuple)) or not levels:
         raise TypeError("levels must be a non-empty list of thresholds in (0.5, 1) or None (argmax)")
-    return {level: outcome_counts(run_outcomes(problem, probabilities, saturation=level)[1])
-            for level in levels}
+    for level in levels:
+        check_saturation(level)
+    _, argmax_kinds = run_outcomes(problem, probabilities, saturation=None)
+    least_top = torch.as_tensor(probabilities).detach().max(-1).values.min(-1).values   # least saturated example
+    return {level: outcome_counts([kind if level is None or bool(top >= level) else "unsaturated"
+                                   for kind, top in zip(argmax_kinds, least_top)]) for level in levels}
 
 
 def opt_feasible(problem: Problem) -> torch.Tensor:
@@ -216,7 +177,7 @@ def a4_budgets(n: int, T: int, ds: Sequence[int], stop: int, *, start: int = 0, 
         parts.append((torch.nn.functional.pad(problem.X, pad), torch.nn.functional.pad(problem.Z, pad),
                       problem.Y, problem.scores * problem.Y.unsqueeze(-1), WAttention(W0).logits(problem)))
     X, Z, Y, values, logits = (torch.cat(t) for t in zip(*parts))
-    path = _ngd_path(X, Z, Y, values, logits, budgets, lr)
+    path = ngd_logit_path(X, Z, Y, values, logits, budgets, lr)
     size = stop - start
     return {d: {b: p[k * size:(k + 1) * size] for b, p in path.items()} for k, d in enumerate(ds)}
 

@@ -1,0 +1,57 @@
+"""The batched program behind experiment A4 (:mod:`attnsvm.a4`): normalized gradient descent on
+``W`` (the step of :func:`attnsvm.train.train` with ``method="ngd"``, logistic loss, fixed linear
+head; THEORY.md section 4, the common protocol), run on the logits of many instances at
+once, recording the softmax probabilities at several step budgets."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from .train import TrainingError
+
+
+@torch.no_grad()
+def ngd_logit_path(X: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor, values: torch.Tensor,
+                   logits: torch.Tensor, budgets: Sequence[int], lr: float) -> dict[int, torch.Tensor]:
+    """Normalized GD on ``W`` (logistic loss, fixed linear head; the step of :func:`attnsvm.train.train` with
+    ``method="ngd"``), run on the logits ``a_it = x_it^T W z_i`` of a batch ``X (B, n, T, d)``,
+    ``Z (B, n, d)``, labels ``Y (B, n)`` and token values ``c_it = v^T x_it``; returns the softmax
+    probabilities after each number of steps in ``budgets``.
+
+    With ``G_it = dL/da_it`` (the re-centred closed form of :mod:`attnsvm.gradients`, accurate
+    however saturated the softmax), the gradient is ``g = sum_it G_it x_it z_i^T`` and the step
+    ``W <- W - lr g / ||g||_F`` moves the logits by ``-lr (K G) / sqrt(G^T K G)`` with the kernel
+    ``K_(it),(js) = (x_it . x_js)(z_i . z_j)``, applied as ``K G = X (Z Z^T) (sum_t G_t x_t)``.
+    ``G`` is divided by its largest entry first, so that saturated gradients (1e-200) do not
+    underflow in ``G^T K G``. The batch is laid out last, so every operation runs over it at once.
+    """
+    B, n, T = logits.shape
+    logits = logits.detach()                     # no autograd graph: the gradient is in closed form
+    Xl = X.permute(1, 2, 3, 0).contiguous()                              # (n, T, d, B)
+    ZZ = (Z @ Z.transpose(-1, -2)).permute(1, 2, 0).unsqueeze(2).contiguous()   # (n, n, 1, B)
+    c = values.permute(1, 2, 0).contiguous()                             # (n, T, B)
+    negY = (-Y).T.unsqueeze(1).contiguous()                              # (n, 1, B)
+    a = logits.permute(1, 2, 0).contiguous()
+    out, last = {}, max(budgets)
+    for step in range(last + 1):
+        if step in budgets:
+            out[step] = torch.softmax(a, 1).permute(2, 0, 1).contiguous()
+        if step == last:
+            break
+        top_logit, top = a.max(1, keepdim=True)
+        p = (a - top_logit).exp_()
+        p /= p.sum(1, keepdim=True)
+        c_top = c.gather(1, top)
+        centred = c - c_top                                              # c_t - c_top
+        mix = (p * centred).sum(1, keepdim=True)
+        outer = torch.sigmoid((c_top + mix).mul_(negY)).mul_(negY)        # loss'(Y f) Y
+        G = (centred - mix).mul_(p).mul_(outer)
+        G /= G.abs().amax((0, 1)).clamp(min=1e-300)
+        GX = (G.unsqueeze(2) * Xl).sum(1)                                # sum_t G_it x_it, (n, d, B)
+        KG = (Xl * (ZZ * GX.unsqueeze(0)).sum(1).unsqueeze(1)).sum(2)   # (K G)_jt, (n, T, B)
+        a -= KG.mul_(lr / (G * KG).sum((0, 1)).clamp(min=1e-300).sqrt())
+    if not all(bool(torch.isfinite(p).all()) for p in out.values()):
+        raise TrainingError("normalized GD produced NaN/inf probabilities; check the data")
+    return out
