@@ -34,22 +34,28 @@ def test_smallest_margin_of_the_svm_is_one():
 
 def test_train_until_gap_equals_train_while_no_run_stops():
     P = A.random_problem(3, 4, 5, trials=3, generator=A.set_seed(1))
-    att, stop, turn = A.train_until_gap(A.WAttention, [torch.zeros(3, 5, 5, dtype=F64)], P, "ngd", 0.1, 500,
-                                        chunk=100, gap_stop=1e9)
+    att, stop, turn, gap = A.train_until_gap(A.WAttention, [torch.zeros(3, 5, 5, dtype=F64)], P, "ngd", 0.1, 500,
+                                             chunk=100, gap_stop=1e9)
     ref = A.WAttention.zeros(5, trials=3)
     A.train(ref, P, 500, 0.1, "ngd")
     assert torch.allclose(att.combined(), ref.combined(), atol=1e-10)
     assert stop.tolist() == [500] * 3 and bool(torch.isfinite(turn).all())
+    lg = ref.logits(P).detach()                     # the returned gaps: an independent loop
+    for b in range(3):
+        by_hand = min(float(lg[b, i].max() - lg[b, i, t]) for i in range(3) for t in range(4)
+                      if t != int(lg[b, i].argmax()))
+        assert abs(by_hand - float(gap[b])) < 1e-9
 
 
 def test_train_until_gap_stops_each_run_past_the_gap():
     P = A.random_problem(2, 3, 6, trials=4, generator=A.set_seed(2))
-    att, stop, _ = A.train_until_gap(A.WAttention, [torch.zeros(4, 6, 6, dtype=F64)], P, "ngd", 0.5, 3000,
-                                     chunk=50, gap_stop=30.0)
+    att, stop, _, gap = A.train_until_gap(A.WAttention, [torch.zeros(4, 6, 6, dtype=F64)], P, "ngd", 0.5, 3000,
+                                          chunk=50, gap_stop=30.0)
     logits = att.logits(P).detach()
     gaps = A.logit_gaps(logits, logits.argmax(-1)).flatten(1).min(1).values
     stopped = stop < 3000
     assert bool(stopped.any()) and bool((gaps[stopped] > 30).all())
+    assert torch.allclose(gap, gaps)
     assert bool((stop % 50 == 0).all())
     # the run stopped at the first chunk end past the gap: 50 steps fewer it was below
     b = int(stopped.nonzero()[0])
@@ -57,6 +63,24 @@ def test_train_until_gap_stops_each_run_past_the_gap():
     A.train(ref, P.select([b]), int(stop[b]) - 50, 0.5, "ngd")
     lg = ref.logits(P.select([b])).detach()
     assert float(A.logit_gaps(lg, lg.argmax(-1)).min()) <= 30
+
+
+def test_train_until_gap_overshoots_by_at_most_one_chunk():
+    """A finer chunk stops a fast run closer to the threshold: the overshoot is what one chunk adds."""
+    P = A.random_problem(6, 8, 10, trials=6, generator=A.set_seed(9))
+    zeros = torch.zeros(6, 10, 10, dtype=F64)
+    coarse = A.train_until_gap(A.WAttention, [zeros], P, "mirror", 0.5, 4000, chunk=250, gap_stop=100.0, p=1.75)
+    fine = A.train_until_gap(A.WAttention, [zeros], P, "mirror", 0.5, 4000, chunk=25, gap_stop=100.0, p=1.75)
+    stopped = (coarse[1] < 4000) & (fine[1] < 4000)
+    assert bool(stopped.all())
+    assert bool((fine[3] > 100).all()) and bool((fine[3] <= coarse[3] + 1e-9).all())
+    assert float(coarse[3].max()) > float(fine[3].max())   # the coarse test overshoots further
+    # one chunk before its stop, each fine run was still below the threshold
+    for b in range(6):
+        ref = A.WAttention.zeros(10, trials=1)
+        A.train(ref, P.select([b]), int(fine[1][b]) - 25, 0.5, "mirror", p=1.75)
+        lg = ref.logits(P.select([b])).detach()
+        assert float(A.logit_gaps(lg, lg.argmax(-1)).min()) <= 100
 
 
 def test_attention_entropy_limits():

@@ -76,16 +76,21 @@ def smallest_margin(W, problem: Problem, alpha) -> torch.Tensor:
 
 
 def train_until_gap(make: Callable[..., Attention], params, problem: Problem, method: str, lr: float,
-                    max_steps: int, chunk: int = 250, gap_stop: float = 400.0,
-                    **kwargs) -> tuple[Attention, torch.Tensor, torch.Tensor]:
+                    max_steps: int, chunk: int = 25, gap_stop: float = 400.0,
+                    **kwargs) -> tuple[Attention, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Train a batch of runs (one per trial of ``problem``) in chunks of ``chunk`` steps of
     :func:`attnsvm.train`; a run stops at the end of the first chunk after which the smallest gap
     between its largest logit and the others exceeds ``gap_stop`` (or at ``max_steps``).
 
-    ``make(*params)`` builds the attention from its parameter tensors (trials first), e.g.
-    ``A.WAttention``; ``kwargs`` go to :func:`attnsvm.train`. Returns the final attention, the
-    stopping step of each run and the angle (radians) its direction turned per step over its last
-    chunk.
+    The gap is tested after every chunk, so a run overshoots ``gap_stop`` by at most what it gains
+    in one chunk; the returned gaps say by how much (book chapter 9: past a gap of about 708 the
+    competing probabilities are subnormal in float64, and a caller should check that the gaps at
+    stop stay well below it). ``make(*params)`` builds the attention from its parameter tensors
+    (trials first), e.g. ``A.WAttention``; ``kwargs`` go to :func:`attnsvm.train`.
+
+    Returns the final attention, the stopping step of each run, the angle (radians) its direction
+    turned per step over its last chunk, and its smallest logit gap at the stop (``(trials,)``
+    each).
     """
     if not callable(make):
         raise TypeError(f"make must build an attention from its parameters, got {type(make).__name__}")
@@ -103,6 +108,7 @@ def train_until_gap(make: Callable[..., Attention], params, problem: Problem, me
     check_compatible(make(*params), problem)
     stop = torch.full((B,), max_steps)
     turn = torch.full((B,), math.nan, dtype=torch.float64)
+    gap = torch.full((B,), math.nan, dtype=torch.float64)
     active = torch.ones(B, dtype=torch.bool)
     for start in range(0, max_steps, chunk):
         idx = active.nonzero().flatten()
@@ -115,10 +121,11 @@ def train_until_gap(make: Callable[..., Attention], params, problem: Problem, me
             p[idx] = new.detach()
         turn[idx] = history.turn[-1] / steps
         logits = att.logits(part).detach()
-        done = logit_gaps(logits, logits.argmax(-1)).flatten(1).min(dim=1).values > gap_stop
+        gap[idx] = logit_gaps(logits, logits.argmax(-1)).flatten(1).min(dim=1).values.to(gap)
+        done = gap[idx] > gap_stop
         stop[idx[done]] = start + steps
         active[idx[done]] = False
-    return make(*params), stop, turn
+    return make(*params), stop, turn, gap
 
 
 def attention_entropy(probabilities) -> torch.Tensor:
