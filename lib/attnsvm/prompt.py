@@ -10,29 +10,19 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from scipy.optimize import brentq
 
 from .data import Problem
 from .metrics import _indices, probability_on
 from .models import PromptAttention
-from .utils import DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_positive, set_seed
+from .utils import DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_positive, check_real, set_seed
 
 B_KEY_MATRIX = torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64))
 """Paper B's key matrix ``W_k = diag(1, 1, 0)`` of B1, B2 and B4: a token's key is its first two
 coordinates, its third coordinate is its score under the head ``e_3``."""
 
 OFFSET_LOSSES = ("linear", "logistic", "exponential")
-
-
-def _real(value, name: str) -> float:
-    """A finite real number (Python or NumPy scalar; bools refused), as a Python float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    if not math.isfinite(float(value)):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return float(value)
 
 
 def _head_e3(n: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -45,7 +35,7 @@ def b1_problem(third_score: float, dtype: torch.dtype = DEFAULT_DTYPE) -> Proble
     """Paper B's B1 instance: one input of three tokens ``(-0.1, 1, 1)``, ``(1, 0, 0.9)`` and
     ``(0, 0, third_score)``, label +1, head ``e_3`` (use the keys ``X @ B_KEY_MATRIX``). The authors'
     global panel has ``third_score = 0.9``, the local panel 0."""
-    third_score = _real(third_score, "third_score")
+    third_score = check_real(third_score, "third_score")
     dtype = check_dtype(dtype)
     X = torch.tensor([[[-0.1, 1.0, 1.0], [1.0, 0.0, 0.9], [0.0, 0.0, third_score]]], dtype=dtype)
     return Problem(X, *_head_e3(1, dtype))
@@ -119,7 +109,7 @@ def first_crossing(values, threshold: float) -> int | None:
     """The first index at which the curve ``values (steps,)`` is at least ``threshold``; None if
     it never is (e.g. the first step at which a probability passes 0.99, paper B's B3 figure)."""
     values = _curve(values, "values")
-    threshold = _real(threshold, "threshold")
+    threshold = check_real(threshold, "threshold")
     hit = (values >= threshold).nonzero()
     return int(hit[0]) if len(hit) else None
 

@@ -196,12 +196,25 @@ def check_count(value: Any, name: str, minimum: int = 0) -> int:
     return int(value)
 
 
+def _real_number(value: Any, name: str) -> float:
+    """A Python or NumPy real scalar (bools refused) as a Python float; ``TypeError`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def check_real(value: Any, name: str) -> float:
+    """A finite real number (Python or NumPy scalar; bools refused), as a Python float."""
+    number = _real_number(value, name)
+    if not np.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return number
+
+
 def check_positive(value: Any, name: str, upper: float | None = None,
                    allow_zero: bool = False) -> float:
     """A finite real number ``> 0`` (``>= 0`` with ``allow_zero``), at most ``upper`` if given."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    value = float(value)
+    value = _real_number(value, name)
     low_ok = value >= 0 if allow_zero else value > 0
     if not (np.isfinite(value) and low_ok and (upper is None or value <= upper)):
         bounds = f"{'[0' if allow_zero else '(0'}, {'inf)' if upper is None else f'{upper:g}]'}"
