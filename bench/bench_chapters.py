@@ -87,13 +87,14 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
                            check=False)
     print(f"\nchapters executed before ({args.before}) and after (this checkout), one thread each")
-    print(f"{'chapter':40s} {'before s':>9s} {'after s':>8s} {'ratio':>6s}   "
+    width = max([len("chapter")] + [len(name) for name, *_ in rows])
+    print(f"{'chapter':{width}s} {'before s':>9s} {'after s':>8s} {'ratio':>6s}   "
           f"{'slowest cell before':>19s} {'after':>6s} {'ratio':>6s}")
     for name, before, after in rows:
         if before is None:
-            print(f"{name:40s} {'absent':>9s} {after[0]:8.1f} {'':>6s}   {'':>19s} {after[1]:6.1f}")
+            print(f"{name:{width}s} {'absent':>9s} {after[0]:8.1f} {'':>6s}   {'':>19s} {after[1]:6.1f}")
             continue
-        print(f"{name:40s} {before[0]:9.1f} {after[0]:8.1f} {before[0] / after[0]:6.2f}   "
+        print(f"{name:{width}s} {before[0]:9.1f} {after[0]:8.1f} {before[0] / after[0]:6.2f}   "
               f"{before[1]:19.1f} {after[1]:6.1f} {before[1] / after[1]:6.2f}")
     return 0
 
