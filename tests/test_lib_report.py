@@ -128,3 +128,11 @@ def test_run_outcomes_bad_input():
         A.run_outcomes(P.trial(0), good[0])
     with pytest.raises(TypeError):
         A.run_outcomes(P.X, good)
+
+
+def test_format_share_writes_the_rate_and_its_wilson_interval():
+    assert A.format_share(5, 20) == "0.250 [0.112, 0.469]"      # Wilson, by hand: (0.1119, 0.4687)
+    low, high = A.proportion_interval(0, 7)
+    assert A.format_share(0, 7) == f"0.000 [{low:.3f}, {high:.3f}]" and high > 0
+    with pytest.raises(ValueError):
+        A.format_share(3, 0)

@@ -43,7 +43,7 @@ from .prompt import (B_KEY_MATRIX, OFFSET_LOSSES, b1_problem, b2_problem, b4_off
                      saturation_onset, selected_probability, selected_term_error)
 from .prompt_joint import authors_joint_ngd, b3_problem, joint_ngd, label_probability, mixed_label_margin
 from .reluhead import a6_draw, ngd_relu_head, span_iterates
-from .report import KINDS_OF_CLAIM, claim, format_table, proportion_interval, within
+from .report import KINDS_OF_CLAIM, claim, format_share, format_table, proportion_interval, within
 from .scale import at_scale, scale
 from .selections import (KINDS, OUTCOMES, SVMCache, classify_selections, run_outcomes, selection_kind,
                          svm_stack)
@@ -94,7 +94,7 @@ __all__ = [
     "selected_probability", "selected_term_error",
     "authors_joint_ngd", "b3_problem", "joint_ngd", "label_probability", "mixed_label_margin",
     "a6_draw", "ngd_relu_head", "span_iterates",
-    "KINDS_OF_CLAIM", "claim", "format_table", "proportion_interval", "within",
+    "KINDS_OF_CLAIM", "claim", "format_share", "format_table", "proportion_interval", "within",
     "at_scale", "scale",
     "KINDS", "OUTCOMES", "SVMCache", "classify_selections", "run_outcomes", "selection_kind", "svm_stack",
     "causal_pairs_separable", "cover_fraction", "ngd_until_gap", "random_sequences",

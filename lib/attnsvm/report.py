@@ -81,6 +81,13 @@ def proportion_interval(count: int, total: int, z: float = 1.959964) -> tuple[fl
     return low, 1.0 if count == total else min(1.0, centre + half)
 
 
+def format_share(count: int, total: int) -> str:
+    """``count / total`` with its 95% Wilson interval (:func:`proportion_interval`), as text:
+    ``"0.250 [0.102, 0.495]"``."""
+    low, high = proportion_interval(count, total)
+    return f"{count / total:.3f} [{low:.3f}, {high:.3f}]"
+
+
 def claim(key: str, value: float | str, ok: bool, fmt: str = ".4f", kind: str = "observed",
           note: str | None = None) -> str:
     """Glue a measured claim for the reproduction report and return its status word.
