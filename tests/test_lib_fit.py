@@ -139,3 +139,15 @@ def test_margin_ratio_is_one_at_the_svm_and_below_elsewhere():
     assert bool((rho_fro < 1 - 1e-4).all())
     part = A.margin_ratio(W_fro, P, P.opt, 3, cache, where=torch.tensor([True, False, True]))
     assert math.isnan(float(part[1])) and float(part[0]) == float(rho_fro[0])
+
+
+def test_smallest_top_gaps_ignores_masked_competitors():
+    """One gap rule for train_until_gap and sequences.smallest_logit_gaps: -inf (masked) logits and
+    rows with nothing else visible do not count."""
+    import math
+    from attnsvm.fit import smallest_top_gaps
+    ninf = -math.inf
+    logits = torch.tensor([[[3.0, 1.0, ninf], [ninf, 2.0, ninf]],          # trial 0: gaps 2; row alone
+                           [[0.5, 0.0, 4.0], [ninf, ninf, ninf]]], dtype=torch.float64)
+    assert smallest_top_gaps(logits).tolist() == [2.0, 3.5]
+    assert smallest_top_gaps(logits[:, 1:]).tolist() == [math.inf, math.inf]

@@ -58,6 +58,15 @@ def logit_gaps(logits, alpha) -> torch.Tensor:
     return gaps.scatter(-1, alpha.unsqueeze(-1), math.inf)
 
 
+def smallest_top_gaps(logits: torch.Tensor) -> torch.Tensor:
+    """Per trial (first dimension), the smallest gap between a position's largest logit and a
+    competitor it may attend to: masked competitors (logit ``-inf``) and positions with nothing
+    visible do not count (``+inf`` if no gap is left)."""
+    top = logits.argmax(-1, keepdim=True)
+    gaps = (logits.gather(-1, top) - logits).scatter(-1, top, math.inf)
+    return gaps.nan_to_num(nan=math.inf, posinf=math.inf).flatten(1).min(1).values
+
+
 def smallest_margin(W, problem: Problem, alpha) -> torch.Tensor:
     """The smallest logit margin ``min_{i, t != alpha_i} (x_{i alpha_i} - x_it)^T W z_i`` of each
     ``W`` (trials, d, d) on a problem with one trials dimension, for the selections ``alpha``
@@ -120,8 +129,7 @@ def train_until_gap(make: Callable[..., Attention], params, problem: Problem, me
         for p, new in zip(params, att.params):
             p[idx] = new.detach()
         turn[idx] = history.turn[-1] / steps
-        logits = att.logits(part).detach()
-        gap[idx] = logit_gaps(logits, logits.argmax(-1)).flatten(1).min(dim=1).values.to(gap)
+        gap[idx] = smallest_top_gaps(att.logits(part).detach()).to(gap)
         done = gap[idx] > gap_stop
         stop[idx[done]] = start + steps
         active[idx[done]] = False

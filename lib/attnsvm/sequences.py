@@ -11,6 +11,7 @@ import math
 import torch
 
 from .data import Problem
+from .fit import smallest_top_gaps
 from .heads import LOSSES
 from .jointsvm import v_svm
 from .models import WAttention
@@ -108,10 +109,7 @@ def smallest_logit_gaps(W, problem: Problem) -> torch.Tensor:
     if problem.X.ndim != 4 or tuple(W.shape) != (problem.X.shape[0], problem.d, problem.d):
         raise ValueError(f"W must be (trials, d, d) for a problem with one trials dimension; got W "
                          f"{tuple(W.shape)}, X {tuple(problem.X.shape)}")
-    logits = WAttention(W).logits(problem).detach()
-    top = logits.argmax(-1, keepdim=True)
-    gaps = (logits.gather(-1, top) - logits).scatter(-1, top, math.inf)
-    return gaps.nan_to_num(nan=math.inf).flatten(1).min(1).values
+    return smallest_top_gaps(WAttention(W).logits(problem).detach())
 
 
 def ngd_until_gap(problem: Problem, steps: int, lr: float, gap_stop: float, chunk: int):
