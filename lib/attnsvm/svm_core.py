@@ -2,10 +2,12 @@
 
 The least-distance screen: ``_min_norm_point`` solves ``min ||w|| s.t. A w >= h`` exactly as a
 non-negative least-squares problem, which decides feasibility (to float64 precision, else
-:class:`InfeasibleError` / :class:`IllConditionedError`) and *is* the Frobenius solution. The conic
-solves: ``_solve`` hands other norms to cvxpy (Clarabel by default; nuclear norms in their dual
-form), on constraints rescaled by the least-norm point, compiled once per size (``_compiled``),
-never warm-started, and checks the answer against the constraints.
+:class:`InfeasibleError` / :class:`IllConditionedError`) and *is* the Frobenius solution. The other
+norms, on constraints rescaled by the least-norm point: ``_solve`` hands the nuclear norm of
+Att-SVM* to the certified interior-point method of ``nuclear_ipm`` (``_solve_nuclear`` solves many
+instances of one size together), and everything else, or a nuclear problem without a certificate,
+to cvxpy (Clarabel by default; nuclear norms in their dual form), compiled once per size
+(``_compiled``), never warm-started, its answer checked against the constraints.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from functools import lru_cache
 import cvxpy as cp
 import numpy as np
 import scipy.optimize
+import torch
+
+from .nuclear_ipm import certified_nuclear_svms
 
 
 class InfeasibleError(ValueError):
@@ -124,19 +129,9 @@ CLARABEL_OPTIONS = {"direct_solve_method": "faer", "max_threads": 1,
                     "tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 
 
-def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str) -> np.ndarray:
-    """Solve ``min ||w|| s.t. features @ vec(w) >= 1``.
-
-    The constraints are rescaled by the norm of the least-norm point, so the solver always sees a
-    solution of norm ~1 (instances whose margins are tiny would otherwise need ||w|| ~ 1e5).
-    With Clarabel a nuclear-norm problem is solved in its dual form (see ``_compiled``); other
-    solvers get the primal form as the paper writes it. No warm start: the same input gives the
-    same answer whatever was solved before. The Frobenius problem *is* the least-distance problem
-    that the exact NNLS screen solves, so with the default solver its answer is returned directly
-    once it meets every constraint to 1e-6 (``solver="SCS"`` still runs SCS, to show its residue).
-    Clarabel's nuclear answer must meet the constraints to 1e-6, or the nuclear problem raises
-    :class:`IllConditionedError`.
-    """
+def _screen(features: np.ndarray) -> tuple[np.ndarray, float]:
+    """The least-norm point of ``features @ w >= 1`` and its norm (the scale handed to the
+    solvers); raises :class:`InfeasibleError` or :class:`IllConditionedError`."""
     start = _min_norm_point(features)
     if start is None:
         raise InfeasibleError("the constraints cannot all be satisfied")
@@ -144,10 +139,58 @@ def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str)
     if not np.isfinite(scale) or not np.isfinite(start).all():
         raise IllConditionedError(
             "the solution's norm overflows float64: the data are too small (rescale X or Z)")
+    return start, scale
+
+
+def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str,
+           factors: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, str]:
+    """Solve ``min ||w|| s.t. features @ vec(w) >= 1``; returns ``w`` and how it was found
+    (``"exact"``, ``"certified"`` or ``"solver"``, as in :class:`~attnsvm.SVMResult`).
+
+    The constraints are rescaled by the norm of the least-norm point, so the solver always sees a
+    solution of norm ~1 (instances whose margins are tiny would otherwise need ||w|| ~ 1e5).
+    The Frobenius problem *is* the least-distance problem that the exact NNLS screen solves, so
+    with the default solver its answer is returned directly once it meets every constraint to 1e-6
+    (``solver="SCS"`` still runs SCS, to show its residue). With the default solver a nuclear-norm
+    problem whose constraint features are rank one, ``features[k] = vec(U[k] V[k]^T)`` (``factors``),
+    goes to the certified interior-point method (:func:`~attnsvm.nuclear_ipm.certified_nuclear_svms`);
+    without a certificate, to Clarabel in the dual form (``_compiled``), whose answer must meet the
+    constraints to 1e-6, or the problem raises :class:`IllConditionedError`. Other solvers get the
+    primal form as the paper writes it. No warm start: the same input gives the same answer
+    whatever was solved before.
+    """
+    start, scale = _screen(features)
+    if norm == "nuc" and solver == "CLARABEL" and factors is not None:
+        return _solve_nuclear([(features, start, scale, factors)])[0]
+    return _solve_screened(features, start, scale, shape, norm, solver)
+
+
+def _solve_nuclear(items: list[tuple[np.ndarray, np.ndarray, float, tuple[np.ndarray, np.ndarray]]]
+                   ) -> list[tuple[np.ndarray, str]]:
+    """Nuclear-norm problems ``(features, least-norm point, scale, (U, V))``, already screened:
+    those of one size are solved together by the certified interior-point method, the others (no
+    certificate) by Clarabel, one at a time (:func:`_solve_screened`)."""
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for index, (_, _, _, (U, V)) in enumerate(items):
+        groups.setdefault((U.shape[0], U.shape[1], V.shape[1]), []).append(index)
+    results: list[tuple[np.ndarray, str] | None] = [None] * len(items)
+    for (_, p, q), members in groups.items():
+        U = torch.from_numpy(np.stack([items[i][3][0] * items[i][2] for i in members]))
+        V = torch.from_numpy(np.stack([items[i][3][1] for i in members]))
+        for i, certificate in zip(members, certified_nuclear_svms(U, V)):
+            features, start, scale, _ = items[i]
+            results[i] = ((certificate.W.numpy() * scale, "certified") if certificate is not None
+                          else _solve_screened(features, start, scale, (p, q), "nuc", "CLARABEL"))
+    return results
+
+
+def _solve_screened(features: np.ndarray, start: np.ndarray, scale: float, shape: tuple[int, ...],
+                    norm: str, solver: str) -> tuple[np.ndarray, str]:
+    """:func:`_solve` after the screen, with a cvxpy solver (or the exact Frobenius answer)."""
     scaled = features * scale
     least_solves = norm == "fro" and (scaled @ (start / scale)).min() >= 1 - 1e-6
     if least_solves and solver == "CLARABEL":     # the least-norm point IS the Frobenius solution
-        return start.reshape(shape)
+        return start.reshape(shape), "exact"
     dual = norm == "nuc" and solver == "CLARABEL" and len(shape) == 2
     problem, A, solution = _compiled(features.shape[0], shape, norm, dual)
     A.value = scaled
@@ -164,9 +207,9 @@ def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str)
     # The interior-point answer is held to the constraints; another solver's is returned as it
     # comes (a first-order solver misses them by ~1e-5: that residue is what one asks it to show).
     if w is not None and (solver != "CLARABEL" or (scaled @ np.ravel(w)).min() >= 1 - 1e-6):
-        return np.asarray(w) * scale
+        return np.asarray(w) * scale, "solver"
     if least_solves:                                 # another solver failed: the exact answer
-        return start.reshape(shape)
+        return start.reshape(shape), "exact"
     raise IllConditionedError(
         f"{solver} returned {status!r} on a feasible problem whose Frobenius solution has norm "
         f"{scale:.3g} (relative to the largest feature {np.abs(features).max():.3g}): the "
