@@ -99,32 +99,45 @@ def test_bad_input_is_refused():
         certified_nuclear_svms(U_nan, V)
 
 
-def test_att_svm_reports_how_it_solved():
-    P = A.random_problem(3, 4, 5, generator=A.set_seed(2))
-    assert A.att_svm(P.X, P.Z, P.opt, "nuc").accuracy == "certified"
-    assert A.att_svm(P.X, P.Z, P.opt, "fro").accuracy == "exact"
-    assert A.att_svm(P.X, P.Z, P.opt, "nuc", solver="SCS").accuracy == "solver"
+def test_results_report_how_they_were_solved():
+    P = A.random_problem(3, 4, 5, trials=2, generator=A.set_seed(2))
+    one = P.trial(0)
+    assert A.att_svm(one.X, one.Z, one.opt, "nuc").accuracy == "solver"
+    assert A.att_svm(one.X, one.Z, one.opt, "fro").accuracy == "exact"
+    assert A.att_svm(one.X, one.Z, one.opt, "nuc", solver="SCS").accuracy == "solver"
+    assert [r.accuracy for r in A.att_svms(P, P.opt, "nuc")] == ["certified", "certified"]
+    assert [r.accuracy for r in A.att_svms(P, P.opt, "fro")] == ["exact", "exact"]
 
 
-def test_att_svm_nuclear_against_the_full_primal():
+def test_att_svms_nuclear_against_the_full_primal():
     """Hard cases too: nearly dependent tokens (small margins) and many constraints per query."""
+    checked = 0
     for seed, (n, T, d), spread in [(0, (3, 4, 5), 1.0), (1, (6, 8, 10), 1.0), (2, (2, 6, 3), 1.0),
-                                    (3, (3, 3, 4), 1e-3)]:
-        P = A.random_problem(n, T, d, generator=A.set_seed(seed))
+                                    (3, (3, 3, 4), 1e-3), (4, (4, 3, 3), 1e-4)]:
+        P = A.random_problem(n, T, d, trials=3, generator=A.set_seed(seed))
         X = P.X.clone()
-        X[:, 1:] = X[:, :1] + spread * (X[:, 1:] - X[:, :1])       # spread 1e-3: tiny margins
+        X[..., 1:, :] = X[..., :1, :] + spread * (X[..., 1:, :] - X[..., :1, :])   # tiny margins
         P = A.Problem(X, P.Y, P.Z, P.v)
-        try:
-            result = A.att_svm(P.X, P.Z, P.opt, "nuc")
-        except A.InfeasibleError:
+        feasible = []
+        for b in range(3):
+            try:
+                A.att_svm(P.X[b], P.Z[b], P.opt[b])
+                feasible.append(b)
+            except A.InfeasibleError:
+                pass
+        if not feasible:
             continue
-        diffs = X[torch.arange(n), P.opt][:, None, :] - X                 # (n, T, d)
-        keep = torch.ones(n, T, dtype=torch.bool)
-        keep[torch.arange(n), P.opt] = False
-        U = diffs[keep].numpy()
-        V = P.Z[:, None, :].expand(n, T, d)[keep].numpy()
-        assert result.objective == pytest.approx(_reference(U, V), rel=1e-6)
-        assert float(result.margins.min()) >= 1 - 1e-9
+        chosen = torch.tensor(feasible)
+        for b, result in zip(feasible, A.att_svms(P.select(chosen), P.opt[chosen], "nuc")):
+            diffs = X[b, torch.arange(n), P.opt[b]][:, None, :] - X[b]            # (n, T, d)
+            keep = torch.ones(n, T, dtype=torch.bool)
+            keep[torch.arange(n), P.opt[b]] = False
+            U = diffs[keep].numpy()
+            V = P.Z[b][:, None, :].expand(n, T, d)[keep].numpy()
+            assert result.objective == pytest.approx(_reference(U, V), rel=1e-6)
+            assert float(result.margins.min()) >= 1 - 1e-9
+            checked += 1
+    assert checked >= 8
 
 
 def test_att_svms_equals_att_svm_per_trial_and_names_the_infeasible_trial():
@@ -134,7 +147,7 @@ def test_att_svms_equals_att_svm_per_trial_and_names_the_infeasible_trial():
         for b, result in enumerate(batch):
             alone = A.att_svm(P.X[b], P.Z[b], P.opt[b], norm)
             assert result.objective == pytest.approx(alone.objective, rel=1e-9)
-            assert result.rank == alone.rank and result.accuracy == alone.accuracy
+            assert result.rank == alone.rank
     X = P.X.clone()
     X[3, 0, 1] = X[3, 0, 0]                              # trial 3: the selected token is duplicated
     alpha = P.opt.clone()

@@ -8,9 +8,9 @@ Each constraint is linear in ``W``: ``<W, (x_{i,alpha_i} - x_it) z_i^T> >= 1``, 
 hard-margin SVM on rank-one outer-product features, solved in the subspace that the data span
 (``svm_reduce``). Infeasibility is screened first by an exact least-distance (NNLS) solve, whose
 least-norm point is the Frobenius solution and sets the scale handed to the other solvers; the
-nuclear norm goes to a certified primal-dual interior-point method (``nuclear_ipm``; many
-instances at once in :func:`att_svms`), with Clarabel where it has no certificate (all in
-``svm_core``). An explicit first-order solver (SCS, cvxpy's default for nuclear norms) can be
+nuclear norm goes to the interior-point solver Clarabel, or, for many instances at once
+(:func:`att_svms`), to a certified primal-dual interior-point method (``nuclear_ipm``), with
+Clarabel where it has no certificate (all in ``svm_core``). An explicit first-order solver (SCS, cvxpy's default for nuclear norms) can be
 asked for: it leaves ~1e-5 residue in the singular values. An infeasible problem raises
 :class:`InfeasibleError` naming the example that blocks it.
 """
@@ -95,11 +95,11 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
         rank_tol: relative tolerance of the reported numerical rank.
         support_tol: a constraint with margin below ``1 + support_tol`` is a support token.
         solver: ``"CLARABEL"`` (the default) stands for the library's accurate route: the exact
-            least-distance solve (Frobenius), the certified interior-point method (nuclear), and
-            Clarabel where that has no certificate (its solution checked against the constraints
-            to 1e-6); the result's ``accuracy`` says which answered. Another cvxpy solver name
-            (e.g. ``"SCS"``, unchecked; primal form on the data subspace) shows what that solver
-            leaves in the singular values.
+            least-distance solve (Frobenius) and the interior-point Clarabel (nuclear; its solution
+            checked against the constraints to 1e-6; :func:`att_svms` solves many at once with a
+            certificate); the result's ``accuracy`` says which answered. Another cvxpy solver
+            name (e.g. ``"SCS"``, unchecked; primal form on the data subspace) shows what that
+            solver leaves in the singular values.
         mask: boolean ``(n, T)``, the tokens each query may attend to (``Problem.mask``, e.g.
             causal attention); masked tokens get no constraint (margin ``+inf``). None = all.
 
@@ -109,8 +109,7 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
     rank_tol, support_tol = _check_options(norm, rank_tol, support_tol, solver)
     instance = _reduce(X, Z, alpha, mask)
     try:
-        core, accuracy = _solve(instance.features, instance.shape, norm, solver,
-                                factors=instance.factors)
+        core, accuracy = _solve(instance.features, instance.shape, norm, solver)
     except InfeasibleError:
         raise instance.infeasible() from None
     return _assemble(instance, core, accuracy, norm, rank_tol, support_tol)
@@ -121,8 +120,9 @@ def att_svms(problem: Problem, alpha, norm: str = "fro", rank_tol: float = 1e-5,
     """:func:`att_svm` (default solver) for every instance of a batched ``problem``
     ``(B, n, T, d)`` and its selection ``alpha[b]`` ``(B, n)``, honouring the problem's mask.
     Att-SVM* instances of one size are solved together (one batched interior-point run, each
-    answer certified; :mod:`attnsvm.nuclear_ipm`), so many small nuclear problems cost little more
-    than one. Raises :class:`InfeasibleError` naming the first infeasible trial."""
+    answer certified, ``accuracy="certified"``; :mod:`attnsvm.nuclear_ipm`), so many nuclear
+    problems cost a fraction of solving each alone; an instance without a certificate goes to
+    Clarabel as in :func:`att_svm`. Raises :class:`InfeasibleError` naming the first infeasible trial."""
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     if len(problem.batch_shape) != 1:

@@ -3,11 +3,10 @@
 The least-distance screen: ``_min_norm_point`` solves ``min ||w|| s.t. A w >= h`` exactly as a
 non-negative least-squares problem, which decides feasibility (to float64 precision, else
 :class:`InfeasibleError` / :class:`IllConditionedError`) and *is* the Frobenius solution. The other
-norms, on constraints rescaled by the least-norm point: ``_solve`` hands the nuclear norm of
-Att-SVM* to the certified interior-point method of ``nuclear_ipm`` (``_solve_nuclear`` solves many
-instances of one size together), and everything else, or a nuclear problem without a certificate,
-to cvxpy (Clarabel by default; nuclear norms in their dual form), compiled once per size
-(``_compiled``), never warm-started, its answer checked against the constraints.
+norms, on constraints rescaled by the least-norm point: ``_solve`` hands them to cvxpy (Clarabel
+by default; nuclear norms in their dual form), compiled once per size (``_compiled``), never
+warm-started, its answer checked against the constraints; ``_solve_nuclear`` solves many nuclear
+problems of one size together by the certified interior-point method of ``nuclear_ipm``.
 """
 
 from __future__ import annotations
@@ -142,8 +141,8 @@ def _screen(features: np.ndarray) -> tuple[np.ndarray, float]:
     return start, scale
 
 
-def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str,
-           factors: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, str]:
+def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str,
+           solver: str) -> tuple[np.ndarray, str]:
     """Solve ``min ||w|| s.t. features @ vec(w) >= 1``; returns ``w`` and how it was found
     (``"exact"``, ``"certified"`` or ``"solver"``, as in :class:`~attnsvm.SVMResult`).
 
@@ -151,25 +150,23 @@ def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str, solver: str,
     solution of norm ~1 (instances whose margins are tiny would otherwise need ||w|| ~ 1e5).
     The Frobenius problem *is* the least-distance problem that the exact NNLS screen solves, so
     with the default solver its answer is returned directly once it meets every constraint to 1e-6
-    (``solver="SCS"`` still runs SCS, to show its residue). With the default solver a nuclear-norm
-    problem whose constraint features are rank one, ``features[k] = vec(U[k] V[k]^T)`` (``factors``),
-    goes to the certified interior-point method (:func:`~attnsvm.nuclear_ipm.certified_nuclear_svms`);
-    without a certificate, to Clarabel in the dual form (``_compiled``), whose answer must meet the
-    constraints to 1e-6, or the problem raises :class:`IllConditionedError`. Other solvers get the
-    primal form as the paper writes it. No warm start: the same input gives the same answer
-    whatever was solved before.
+    (``solver="SCS"`` still runs SCS, to show its residue). With Clarabel a nuclear-norm problem is
+    solved in its dual form (``_compiled``), and its answer must meet the constraints to 1e-6, or
+    the problem raises :class:`IllConditionedError` (many nuclear problems at once go to
+    :func:`_solve_nuclear` instead). Other solvers get the primal form as the paper writes it. No
+    warm start: the same input gives the same answer whatever was solved before.
     """
     start, scale = _screen(features)
-    if norm == "nuc" and solver == "CLARABEL" and factors is not None:
-        return _solve_nuclear([(features, start, scale, factors)])[0]
     return _solve_screened(features, start, scale, shape, norm, solver)
 
 
 def _solve_nuclear(items: list[tuple[np.ndarray, np.ndarray, float, tuple[np.ndarray, np.ndarray]]]
                    ) -> list[tuple[np.ndarray, str]]:
-    """Nuclear-norm problems ``(features, least-norm point, scale, (U, V))``, already screened:
-    those of one size are solved together by the certified interior-point method, the others (no
-    certificate) by Clarabel, one at a time (:func:`_solve_screened`)."""
+    """Nuclear-norm problems ``(features, least-norm point, scale, (U, V))``, already screened, with
+    rank-one constraint features ``features[k] = vec(U[k] V[k]^T)``: those of one size are solved
+    together by the certified interior-point method (one torch operation per step for all of them:
+    cheap per instance in a batch, slower than Clarabel for a single small instance), the others
+    (no certificate) by Clarabel, one at a time (:func:`_solve_screened`)."""
     groups: dict[tuple[int, int, int], list[int]] = {}
     for index, (_, _, _, (U, V)) in enumerate(items):
         groups.setdefault((U.shape[0], U.shape[1], V.shape[1]), []).append(index)
