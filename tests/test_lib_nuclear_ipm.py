@@ -166,3 +166,21 @@ def test_att_svms_bad_input():
         A.att_svms(P, P.opt[0])
     with pytest.raises(ValueError, match="norm must be"):
         A.att_svms(P, P.opt, "spectral")
+
+
+def test_an_instance_without_a_certificate_goes_to_clarabel(monkeypatch):
+    from attnsvm import svm_core
+    P = A.random_problem(3, 4, 5, trials=3, generator=A.set_seed(4))
+    certified = A.att_svms(P, P.opt, "nuc")
+    real = svm_core.certified_nuclear_svms
+
+    def drop_the_middle(U, V):                 # as if instance 1 had no certificate
+        found = real(U, V)
+        return [c if b != 1 else None for b, c in enumerate(found)]
+    monkeypatch.setattr(svm_core, "certified_nuclear_svms", drop_the_middle)
+    mixed = A.att_svms(P, P.opt, "nuc")
+    assert [r.accuracy for r in mixed] == ["certified", "solver", "certified"]
+    alone = A.att_svm(P.X[1], P.Z[1], P.opt[1], "nuc")
+    assert torch.allclose(mixed[1].W, alone.W, atol=1e-12)
+    for a, b in zip(mixed, certified):
+        assert a.objective == pytest.approx(b.objective, rel=1e-8)
