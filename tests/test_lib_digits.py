@@ -139,3 +139,79 @@ def test_digit_patches_refuses_no_offsets_and_a_digit_larger_than_the_canvas():
         AD.digit_patches(torch.zeros(0, 2, dtype=torch.long), 4, 8, 4)
     with pytest.raises(ValueError, match="must fit the canvas"):
         AD.digit_patches(torch.zeros(1, 2, dtype=torch.long), 9, 8, 4)
+
+
+# --- logistic_cv_accuracy: scikit-learn's LogisticRegression + GridSearchCV, without the overhead ---
+
+def _logistic_data(n=60, p=5, noise=1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p))
+    y = np.where(X @ rng.normal(size=p) + noise * rng.normal(size=n) > 0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.mark.parametrize("n, p, noise, seed", [(60, 5, 1.0, 0), (40, 30, 0.0, 1), (50, 3, 3.0, 2),
+                                               (36, 64, 0.5, 3)])
+def test_logistic_cv_accuracy_matches_sklearn(n, p, noise, seed):
+    """Same test accuracy and same chosen C as GridSearchCV(LogisticRegression); the hard cases
+    are separable (p >= n/2, noise 0: large C runs far) and nearly random labels (ties in CV)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    X, y = _logistic_data(n, p, noise, seed)
+    order = np.random.default_rng(seed + 10).permutation(n)
+    train, test = order[: n // 2], order[n // 2:]
+    Cs = np.logspace(-3, 4, 8)
+    search = GridSearchCV(LogisticRegression(max_iter=5000), {"C": Cs}, cv=5).fit(X[train], y[train])
+    folds = list(StratifiedKFold(5).split(X[train], y[train]))
+    acc, C = A.logistic_cv_accuracy(torch.tensor(X), torch.tensor(y), torch.tensor(train),
+                                    torch.tensor(test), Cs, folds)
+    assert C == search.best_params_["C"]
+    assert acc == search.score(X[test], y[test])
+
+
+def test_logistic_cv_accuracy_single_c_is_the_sklearn_fit():
+    """With one C the refit is LogisticRegression(C): same predictions on held-out points, and a
+    hand-counted accuracy (flattened (n, h, h) features)."""
+    from sklearn.linear_model import LogisticRegression
+    X, y = _logistic_data(80, 9, 0.7, 4)
+    train, test = np.arange(50), np.arange(50, 80)
+    ref = LogisticRegression(C=0.3, max_iter=5000).fit(X[train], y[train])
+    folds = [(np.arange(25), np.arange(25, 50))]
+    acc, C = A.logistic_cv_accuracy(X.reshape(80, 3, 3), y, train, test, [0.3], folds)
+    assert C == 0.3
+    assert acc == np.mean(ref.predict(X[test]) == y[test])
+
+
+def test_logistic_cv_accuracy_first_c_wins_ties():
+    """Perfectly separated data with a margin: every C validates at 1.0, the first C is chosen."""
+    X = np.concatenate([np.full((10, 1), 5.0), np.full((10, 1), -5.0)]) + np.linspace(0, 0.1, 20)[:, None]
+    y = np.array([1.0] * 10 + [-1.0] * 10)
+    train = np.arange(0, 20, 2)
+    test = np.arange(1, 20, 2)
+    folds = [(np.array([0, 1, 2, 5, 6, 7]), np.array([3, 4, 8, 9])),
+             (np.array([2, 3, 4, 7, 8, 9]), np.array([0, 1, 5, 6]))]
+    acc, C = A.logistic_cv_accuracy(X, y, train, test, [10.0, 1.0, 100.0], folds)
+    assert (acc, C) == (1.0, 10.0)
+
+
+def test_logistic_cv_accuracy_refuses_bad_input():
+    X, y = _logistic_data(20, 3)
+    tr, te = np.arange(10), np.arange(10, 20)
+    folds = [(np.arange(5), np.arange(5, 10))]
+    ok_y = np.array([1.0, -1.0] * 10)
+    with pytest.raises(ValueError, match="-1 or \\+1"):
+        A.logistic_cv_accuracy(X, np.where(ok_y > 0, 1.0, 0.0), tr, te, [1.0], folds)
+    with pytest.raises(ValueError, match="NaN"):
+        A.logistic_cv_accuracy(np.where(np.eye(20, 3) > 0, np.nan, X), ok_y, tr, te, [1.0], folds)
+    with pytest.raises(ValueError, match="one label only"):
+        A.logistic_cv_accuracy(X, ok_y, tr, te, [1.0], [(np.array([0, 2, 4]), np.array([1, 3]))])
+    with pytest.raises(ValueError, match="positive"):
+        A.logistic_cv_accuracy(X, ok_y, tr, te, [0.0], folds)
+    with pytest.raises(ValueError, match="lie in"):
+        A.logistic_cv_accuracy(X, ok_y, tr, np.array([20]), [1.0], folds)
+    with pytest.raises(ValueError, match="lie in"):      # fold indices point into the training set
+        A.logistic_cv_accuracy(X, ok_y, tr, te, [1.0], [(np.arange(5), np.array([10]))])
+    with pytest.raises(TypeError, match="integer"):
+        A.logistic_cv_accuracy(X, ok_y, tr.astype(float), te, [1.0], folds)
+    with pytest.raises(ValueError, match="did not converge"):
+        A.logistic_cv_accuracy(X, ok_y, tr, te, [1.0], folds, max_iter=1)

@@ -15,6 +15,7 @@ from .basin import (TrapInstance, angle_between, basin_labels, basin_map, empiri
                     initial_gradient_norms, local_trap_instance, polar_starts, repeat_instance)
 from .data import Problem, figure_problem, random_problem
 from .digits import TranslatedDigits, digit_patches, patch_tokens, place_on_canvas, translated_digits
+from .digits import logistic_cv_accuracy
 from .duality import constraint_features, kkt_multipliers
 from .fit import (NormSVMCache, accuracy, attention_entropy, logit_gaps, margin_ratio, smallest_margin,
                   train_recorded, train_until_gap)
@@ -105,4 +106,5 @@ __all__ = [
     "History", "TrainingError", "block_normalize", "train",
     "DEFAULT_DTYPE", "get_device", "set_seed",
     "__version__",
+    "logistic_cv_accuracy",
 ]
