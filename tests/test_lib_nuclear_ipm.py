@@ -184,3 +184,19 @@ def test_an_instance_without_a_certificate_goes_to_clarabel(monkeypatch):
     assert torch.allclose(mixed[1].W, alone.W, atol=1e-12)
     for a, b in zip(mixed, certified):
         assert a.objective == pytest.approx(b.objective, rel=1e-8)
+
+
+def test_many_constraints_on_a_small_core_go_to_clarabel():
+    """m^3 against m (p + q)^4: 300 constraints on a 3 x 3 core are Clarabel's (dense m x m Schur
+    complement avoided); the answer is the same problem's."""
+    from attnsvm import svm_core
+    assert not svm_core._suits_ipm(300, 3, 3) and svm_core._suits_ipm(70, 20, 5)
+    assert svm_core._suits_ipm(400, 20, 20)                   # the cone has 820 entries
+    P = A.random_problem(75, 5, 4, trials=2, generator=A.set_seed(8))       # m = 300, p + q <= 8
+    W0 = torch.randn(4, 4, generator=torch.Generator().manual_seed(8), dtype=F64)
+    alpha = torch.einsum("bntd,de,bne->bnt", P.X, W0, P.Z).argmax(-1)       # separable by W0
+    results = A.att_svms(P, alpha, "nuc")
+    assert [r.accuracy for r in results] == ["solver", "solver"]
+    for b, result in enumerate(results):
+        alone = A.att_svm(P.X[b], P.Z[b], alpha[b], "nuc")
+        assert torch.allclose(result.W, alone.W, atol=1e-12)

@@ -160,21 +160,37 @@ def _solve(features: np.ndarray, shape: tuple[int, ...], norm: str,
     return _solve_screened(features, start, scale, shape, norm, solver)
 
 
+# The batched interior-point method factorizes a dense m x m Schur complement (O(m^3)); Clarabel
+# eliminates the m multipliers into the (p + q)(p + q + 1) / 2 entries of the PSD cone (O(m s^4)).
+# With many constraints and a small cone Clarabel is far cheaper (e.g. m = 2,700, p + q = 32).
+IPM_MAX_ROWS = 128
+
+
+def _suits_ipm(m: int, p: int, q: int) -> bool:
+    """Whether the certified interior-point method is the cheaper route for ``m`` constraints on a
+    ``p x q`` core: at most ``IPM_MAX_ROWS`` constraints, or no more than the cone has entries."""
+    return m <= max(IPM_MAX_ROWS, (p + q) * (p + q + 1) // 2)
+
+
 def _solve_nuclear(items: list[tuple[np.ndarray, np.ndarray, float, tuple[np.ndarray, np.ndarray]]]
                    ) -> list[tuple[np.ndarray, str]]:
     """Nuclear-norm problems ``(features, least-norm point, scale, (U, V))``, already screened, with
-    rank-one constraint features ``features[k] = vec(U[k] V[k]^T)``: those of one size are solved
-    together by the certified interior-point method (one torch operation per step for all of them:
-    cheap per instance in a batch, slower than Clarabel for a single small instance), the others
-    (no certificate) by Clarabel, one at a time (:func:`_solve_screened`)."""
+    rank-one constraint features ``features[k] = vec(U[k] V[k]^T)``: those of one size that suit it
+    (:func:`_suits_ipm`) are solved together by the certified interior-point method (one torch
+    operation per step for all of them: cheap per instance in a batch, slower than Clarabel for a
+    single small instance), the others, and any without a certificate, by Clarabel, one at a time
+    (:func:`_solve_screened`)."""
     groups: dict[tuple[int, int, int], list[int]] = {}
     for index, (_, _, _, (U, V)) in enumerate(items):
         groups.setdefault((U.shape[0], U.shape[1], V.shape[1]), []).append(index)
     results: list[tuple[np.ndarray, str] | None] = [None] * len(items)
-    for (_, p, q), members in groups.items():
-        U = torch.from_numpy(np.stack([items[i][3][0] * items[i][2] for i in members]))
-        V = torch.from_numpy(np.stack([items[i][3][1] for i in members]))
-        for i, certificate in zip(members, certified_nuclear_svms(U, V)):
+    for (m, p, q), members in groups.items():
+        certificates = [None] * len(members)
+        if _suits_ipm(m, p, q):
+            U = torch.from_numpy(np.stack([items[i][3][0] * items[i][2] for i in members]))
+            V = torch.from_numpy(np.stack([items[i][3][1] for i in members]))
+            certificates = certified_nuclear_svms(U, V)
+        for i, certificate in zip(members, certificates):
             features, start, scale, _ = items[i]
             results[i] = ((certificate.W.numpy() * scale, "certified") if certificate is not None
                           else _solve_screened(features, start, scale, (p, q), "nuc", "CLARABEL"))
