@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import attnsvm as A
+from attnsvm import selections
 
 F64 = torch.float64
 
@@ -160,6 +161,93 @@ def test_opt_feasible_friendly_and_hard():
     Q = A.Problem(X[None], torch.tensor([[1.0, -1.0]], dtype=F64), Z[None], torch.tensor([1.0, 0.0], dtype=F64))
     assert Q.opt.tolist() == [[0, 1]]
     assert A.opt_feasible(Q).tolist() == [False]
+
+
+def _kind_by_definition(P: A.Problem, alpha: tuple) -> str:
+    """An independent classification: the public att_svm, is_global and is_locally_optimal."""
+    try:
+        result = A.att_svm(P.X, P.Z, torch.tensor(alpha), mask=P.mask)
+    except A.InfeasibleError:
+        return "infeasible"
+    if bool(A.is_global(P, torch.tensor(alpha))):
+        return "global"
+    return "locally optimal" if bool(A.is_locally_optimal(P, torch.tensor(alpha), result).all()) \
+        else "not locally optimal"
+
+
+@pytest.mark.parametrize("seed,n,T,d", [(0, 3, 3, 2), (1, 2, 4, 2), (2, 3, 3, 10), (3, 1, 5, 2)])
+def test_classify_selections_matches_the_definitions_selection_by_selection(seed, n, T, d):
+    P = A.random_problem(n, T, d, generator=A.set_seed(seed))
+    kinds = A.classify_selections(P)
+    assert len(kinds) == T ** n
+    assert {kind for kind, _ in kinds.values()} >= {"global"} or d < max(n, T - 1)
+    for alpha, (kind, result) in kinds.items():
+        assert kind == _kind_by_definition(P, alpha) == A.selection_kind(P, alpha)[0]
+        if result is not None:       # the remembered solution is the one a fresh solve gives
+            assert torch.equal(result.W, A.att_svm(P.X, P.Z, torch.tensor(alpha)).W)
+
+
+def test_classification_depends_on_the_labels_not_only_on_the_remembered_svm():
+    # the same tokens and queries with the labels flipped: the SVMs (remembered by X, Z) are the
+    # same, but opt and the local optimality change with the scores
+    P = A.random_problem(2, 3, 4, generator=A.set_seed(7))
+    Q = A.Problem(P.X, -P.Y, P.Z, P.v)
+    kinds_P, kinds_Q = A.classify_selections(P), A.classify_selections(Q)
+    assert tuple(P.opt.tolist()) != tuple(Q.opt.tolist())
+    assert kinds_P[tuple(P.opt.tolist())][0] == kinds_Q[tuple(Q.opt.tolist())][0] == "global"
+    for alpha in kinds_Q:
+        assert kinds_Q[alpha][0] == _kind_by_definition(Q, alpha)
+    assert len(selections._SOLVED) <= selections.SOLVED_MEMORY[0]
+    assert sum(size for *_, size in selections._SOLVED.values()) == selections._SOLVED_BYTES[0] \
+        <= selections.SOLVED_MEMORY[1]
+
+
+def test_remembered_svms_are_bounded_and_evicted_oldest_first(monkeypatch):
+    monkeypatch.setattr(selections, "SOLVED_MEMORY", (3, 10 ** 9))
+    P = A.random_problem(2, 3, 3, generator=A.set_seed(12))
+    first = A.classify_selections(P)
+    assert len(selections._SOLVED) == 3
+    assert selections._SOLVED_BYTES[0] == sum(size for *_, size in selections._SOLVED.values())
+    again = A.classify_selections(P)            # every selection solved again after eviction
+    for alpha, (kind, result) in first.items():
+        assert again[alpha][0] == kind == _kind_by_definition(P, alpha)
+    monkeypatch.setattr(selections, "SOLVED_MEMORY", (100, 1))      # a byte budget of one
+    A.selection_kind(P, [0, 0])
+    assert len(selections._SOLVED) == 0 and selections._SOLVED_BYTES[0] == 0
+
+
+def test_run_outcomes_with_a_batched_mask_match_each_trial():
+    # one instance, every selection that avoids token 2 of example 0, run once under a mask that
+    # hides that token and once without: each run is classified against its own trial's mask
+    P0 = A.random_problem(2, 3, 2, generator=A.set_seed(1))
+    sels = torch.tensor([[a, b] for a in range(2) for b in range(3)] * 2)
+    B = len(sels)
+    mask = torch.ones(B, 2, 3, dtype=torch.bool)
+    mask[:B // 2, 0, 2] = False
+    P = A.Problem(P0.X.expand(B, -1, -1, -1), P0.Y.expand(B, -1), P0.Z.expand(B, -1, -1), P0.v, mask)
+    probs = torch.nn.functional.one_hot(sels, 3).to(F64) * 0.998 + 0.001
+    probs = probs.masked_fill(~mask, 0)
+    alpha, kinds = A.run_outcomes(P, probs / probs.sum(-1, keepdim=True), saturation=None)
+    assert torch.equal(alpha, sels)
+    for b in range(B):
+        assert kinds[b] == _kind_by_definition(P.trial(b), tuple(alpha[b].tolist()))
+    assert kinds[:B // 2] != kinds[B // 2:]             # the mask changes some selection's kind
+
+
+def test_opt_feasible_matches_att_svm_with_a_batched_mask():
+    P = A.random_problem(3, 4, 2, trials=12, generator=A.set_seed(10))
+    mask = torch.rand(12, 3, 4, generator=A.set_seed(11)) < 0.7
+    mask[..., 0] = True
+    P = A.Problem(P.X, P.Y, P.Z, P.v, mask)
+    expected = []
+    for b in range(12):
+        Pb = P.trial(b)
+        try:
+            A.att_svm(Pb.X, Pb.Z, Pb.opt, mask=Pb.mask)
+            expected.append(True)
+        except A.InfeasibleError:
+            expected.append(False)
+    assert A.opt_feasible(P).tolist() == expected and 0 < sum(expected) < 12
 
 
 # --- comparison with the paper's bars --------------------------------------------------------------

@@ -133,10 +133,13 @@ def opt_feasible(problem: Problem) -> torch.Tensor:
     minimise the risk"): an upper bound on A4's global bar."""
     if not isinstance(problem, Problem) or len(problem.batch_shape) != 1:
         raise ValueError("opt_feasible needs an attnsvm Problem with one trials dimension (B, n, T, d)")
+    problem = problem.to("cpu")            # opt and the masks once, not a Problem per trial
+    opt, mask = problem.opt, problem.mask
     feasible = []
     for b in range(problem.batch_shape[0]):
         try:
-            att_svm(problem.X[b], problem.Z[b], problem.opt[b], mask=problem.trial(b).mask)
+            att_svm(problem.X[b], problem.Z[b], opt[b],
+                    mask=mask if mask is None or mask.ndim == 2 else mask[b])
             feasible.append(True)
         except InfeasibleError:
             feasible.append(False)
@@ -152,6 +155,34 @@ def a4_seed(n: int, T: int, d: int) -> int:
     return 10 ** 6 + 10 ** 4 * n + 10 ** 2 * T + d
 
 
+def _a4_draw(n: int, T: int, d: int, stop: int, start: int, init: str, drawn: int
+             ) -> tuple[Problem, torch.Tensor]:
+    """Instances ``start .. stop - 1`` of the A4 draw of ``(n, T, d)`` and their starts ``W(0)``."""
+    problem, g = seeded_instances(n, T, d, a4_seed(n, T, d), stop, start=start, drawn=drawn)
+    W0 = torch.zeros(stop - start, d, d, dtype=DEFAULT_DTYPE)
+    if init == "random":
+        W0 = 0.1 * torch.randn(drawn, d, d, generator=g, dtype=DEFAULT_DTYPE)[start:stop]
+    return problem, W0
+
+
+def _a4_path(n: int, T: int, ds: Sequence[int], stop: int, start: int, init: str, drawn: int,
+             budgets: Sequence[int], lr: float) -> tuple[dict, dict]:
+    """The checked body of :func:`a4_budgets`; also returns the instances ``{d: problem}``."""
+    if init not in ("zero", "random"):
+        raise ValueError(f"init must be 'zero' or 'random', got {init!r}")
+    D = max(ds)
+    problems, parts = {}, []
+    for d in ds:
+        problems[d], W0 = _a4_draw(n, T, d, stop, start, init, drawn)
+        problem, pad = problems[d], (0, D - d)
+        parts.append((torch.nn.functional.pad(problem.X, pad), torch.nn.functional.pad(problem.Z, pad),
+                      problem.Y, problem.scores * problem.Y.unsqueeze(-1), WAttention(W0).logits(problem)))
+    X, Z, Y, values, logits = (torch.cat(t) for t in zip(*parts))
+    path = ngd_logit_path(X, Z, Y, values, logits, budgets, lr)
+    size = stop - start
+    return {d: {b: p[k * size:(k + 1) * size] for b, p in path.items()} for k, d in enumerate(ds)}, problems
+
+
 def a4_budgets(n: int, T: int, ds: Sequence[int], stop: int, *, start: int = 0, init: str = "zero",
                drawn: int = 500, budgets: Sequence[int] = (2000,), lr: float = 0.1) -> dict:
     """The runs of :func:`a4_runs` for every ``d`` of ``ds`` as one batched program (the tokens and
@@ -164,22 +195,7 @@ def a4_budgets(n: int, T: int, ds: Sequence[int], stop: int, *, start: int = 0, 
     ds = tuple(dict.fromkeys(check_count(d, "d", 1) for d in ds))
     budgets = _budgets(budgets)
     lr = check_positive(lr, "lr")
-    if init not in ("zero", "random"):
-        raise ValueError(f"init must be 'zero' or 'random', got {init!r}")
-    D = max(ds)
-    parts = []
-    for d in ds:
-        problem, g = seeded_instances(n, T, d, a4_seed(n, T, d), stop, start=start, drawn=drawn)
-        W0 = torch.zeros(stop - start, d, d, dtype=DEFAULT_DTYPE)
-        if init == "random":
-            W0 = 0.1 * torch.randn(drawn, d, d, generator=g, dtype=DEFAULT_DTYPE)[start:stop]
-        pad = (0, D - d)
-        parts.append((torch.nn.functional.pad(problem.X, pad), torch.nn.functional.pad(problem.Z, pad),
-                      problem.Y, problem.scores * problem.Y.unsqueeze(-1), WAttention(W0).logits(problem)))
-    X, Z, Y, values, logits = (torch.cat(t) for t in zip(*parts))
-    path = ngd_logit_path(X, Z, Y, values, logits, budgets, lr)
-    size = stop - start
-    return {d: {b: p[k * size:(k + 1) * size] for b, p in path.items()} for k, d in enumerate(ds)}
+    return _a4_path(n, T, ds, stop, start, init, drawn, budgets, lr)[0]
 
 
 def a4_runs(n: int, T: int, d: int, stop: int, *, start: int = 0, init: str = "zero",
@@ -191,10 +207,10 @@ def a4_runs(n: int, T: int, d: int, stop: int, *, start: int = 0, init: str = "z
     same start for the same instance whatever the slice)."""
     check_saturation(saturation)
     steps = check_count(steps, "steps", 1)
-    probabilities = a4_budgets(n, T, (d,), stop, start=start, init=init, drawn=drawn, budgets=(steps,),
-                               lr=lr)[d][steps]
-    problem, _ = seeded_instances(n, T, d, a4_seed(n, T, d), stop, start=start, drawn=drawn)
-    return probabilities, run_outcomes(problem, probabilities, saturation=saturation)[1]
+    d = check_count(d, "d", 1)
+    path, problems = _a4_path(n, T, (d,), stop, start, init, drawn, (steps,), check_positive(lr, "lr"))
+    probabilities = path[d][steps]
+    return probabilities, run_outcomes(problems[d], probabilities, saturation=saturation)[1]
 
 
 def a4_grid(shapes: Sequence[tuple[int, int]], count: int, *, ds: Sequence[int] = A4_D,

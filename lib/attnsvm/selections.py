@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import OrderedDict
 
+import numpy as np
 import torch
 
 from .data import Problem
-from .metrics import is_global, selected_tokens
-from .svm import SVMResult, att_svm, is_locally_optimal
+from .metrics import selected_tokens
+from .svm import SVMResult, att_svm
 from .svm_core import IllConditionedError, InfeasibleError
 from .utils import as_array
 
@@ -37,6 +39,7 @@ def _alpha(alpha, shape: tuple[int, ...], T: int) -> torch.Tensor:
         raise ValueError(f"alpha must hold token indices in [0, {T - 1}], got {alpha.tolist()}")
     return alpha
 
+
 def check_saturation(saturation) -> float | None:
     """A saturation threshold in (0.5, 1), or None (the argmax rule)."""
     if saturation is not None and (isinstance(saturation, bool) or not isinstance(saturation, (int, float))):
@@ -49,6 +52,62 @@ def check_saturation(saturation) -> float | None:
 KINDS = ("global", "locally optimal", "not locally optimal", "infeasible", "ill-conditioned")
 OUTCOMES = ("global", "locally optimal", "not locally optimal", "ill-conditioned", "unsaturated")
 MAX_SELECTIONS = 100_000
+SOLVED_MEMORY = (4096, 64 * 2 ** 20)
+"""At most how many Att-SVM outcomes, and how many bytes of data and solutions, :func:`_solved`
+remembers (the least recently used are dropped first)."""
+_SOLVED: OrderedDict[tuple, tuple[str, SVMResult | None, int]] = OrderedDict()
+_SOLVED_BYTES = [0]
+
+
+def _solved(X: torch.Tensor, Z: torch.Tensor, mask: torch.Tensor | None, alpha: tuple[int, ...],
+            norm: str) -> tuple[str, SVMResult | None]:
+    """``("solved", result)``, ``("infeasible", None)`` or ``("ill-conditioned", None)``: Att-SVM
+    of one CPU instance for ``alpha``, remembered by the data itself (the bytes of ``X``, ``Z`` and
+    the mask), the selection and the norm, so that classifying the same runs again (under another
+    saturation rule, or after more steps) solves no SVM twice. ``att_svm`` is deterministic, so a
+    remembered outcome is the one a new solve would give."""
+    key = (str(X.dtype), tuple(X.shape), X.detach().numpy().tobytes(), Z.detach().numpy().tobytes(),
+           None if mask is None else mask.numpy().tobytes(), alpha, norm)
+    if key in _SOLVED:
+        _SOLVED.move_to_end(key)
+        return _SOLVED[key][:2]
+    try:
+        status, result = "solved", att_svm(X, Z, torch.tensor(alpha, dtype=torch.int64), norm, mask=mask)
+    except InfeasibleError:
+        status, result = "infeasible", None
+    except IllConditionedError:
+        status, result = "ill-conditioned", None
+    size = len(key[2]) + len(key[3]) + (0 if result is None else 8 * (result.W.numel() + 2 * result.margins.numel()))
+    _SOLVED[key] = status, result, size
+    _SOLVED_BYTES[0] += size
+    while len(_SOLVED) > SOLVED_MEMORY[0] or _SOLVED_BYTES[0] > SOLVED_MEMORY[1]:
+        _SOLVED_BYTES[0] -= _SOLVED.popitem(last=False)[1][2]
+    return status, result
+
+
+def _solve_kind(X: torch.Tensor, Z: torch.Tensor, mask: torch.Tensor | None, scores: np.ndarray,
+                opt: tuple[int, ...], alpha: tuple[int, ...], norm: str) -> tuple[str, SVMResult | None]:
+    """The kind of the checked selection ``alpha`` of one checked CPU instance with token scores
+    ``scores (n, T)`` and optimal tokens ``opt``: the body of :func:`selection_kind` without the
+    checks and without building a :class:`Problem`, for loops over many selections. Global is
+    ``alpha == opt`` (:func:`attnsvm.metrics.is_global`); locally optimal is paper A Def. 2 as in
+    :func:`attnsvm.svm.is_locally_optimal`: every support token scores below the selected one."""
+    status, result = _solved(X, Z, mask, alpha, norm)
+    if result is None:
+        return status, None
+    if alpha == opt:
+        return "global", result
+    selected = scores[np.arange(len(alpha)), list(alpha)][:, None]
+    if bool(((scores < selected) | ~result.support.numpy()).all()):
+        return "locally optimal", result
+    return "not locally optimal", result
+
+
+def _instance(problem: Problem) -> tuple:
+    """``(X, Z, mask, scores, opt)`` of a checked problem on the CPU (a trials dimension allowed):
+    what :func:`_solve_kind` needs, computed once for all selections and runs."""
+    problem = problem.to("cpu")
+    return problem.X, problem.Z, problem.mask, problem.scores.detach().numpy(), problem.opt.numpy()
 
 
 def selection_kind(problem: Problem, alpha, norm: str = "fro") -> tuple[str, SVMResult | None]:
@@ -60,22 +119,14 @@ def selection_kind(problem: Problem, alpha, norm: str = "fro") -> tuple[str, SVM
         raise ValueError("pass one instance (use problem.trial(b) on batched problems)")
     _check_norm(norm)
     alpha = _alpha(alpha, (problem.n,), problem.T)
-    try:
-        result = att_svm(problem.X, problem.Z, alpha, norm, mask=problem.mask)
-    except InfeasibleError:
-        return "infeasible", None
-    except IllConditionedError:
-        return "ill-conditioned", None
-    if bool(is_global(problem.to("cpu"), alpha.cpu())):
-        return "global", result
-    if bool(is_locally_optimal(problem, alpha, result).all()):
-        return "locally optimal", result
-    return "not locally optimal", result
+    X, Z, mask, scores, opt = _instance(problem)
+    return _solve_kind(X, Z, mask, scores, tuple(opt.tolist()), tuple(alpha.tolist()), norm)
 
 
 def classify_selections(problem: Problem, norm: str = "fro"
                         ) -> dict[tuple[int, ...], tuple[str, SVMResult | None]]:
-    """Solve Att-SVM for every one of the ``T^n`` selections of ``problem`` and classify it.
+    """Solve Att-SVM for every one of the ``T^n`` selections of ``problem`` and classify it
+    (:func:`selection_kind`; the instance is checked and prepared once for all selections).
 
     Returns ``{alpha: (kind, result)}`` in lexicographic order of ``alpha``. Raises
     ``ValueError`` when ``T^n`` exceeds :data:`MAX_SELECTIONS` (use :func:`selection_kind` on the
@@ -89,9 +140,12 @@ def classify_selections(problem: Problem, norm: str = "fro"
     if problem.T ** problem.n > MAX_SELECTIONS:
         raise ValueError(f"T^n = {problem.T}^{problem.n} selections is more than "
                          f"{MAX_SELECTIONS}; classify chosen selections with selection_kind")
-    allowed = [range(problem.T)] * problem.n if problem.mask is None else \
-        [torch.nonzero(row).flatten().tolist() for row in problem.mask.cpu()]
-    return {alpha: selection_kind(problem, alpha, norm) for alpha in itertools.product(*allowed)}
+    X, Z, mask, scores, opt = _instance(problem)
+    allowed = [range(problem.T)] * problem.n if mask is None else \
+        [torch.nonzero(row).flatten().tolist() for row in mask]
+    opt = tuple(opt.tolist())
+    return {alpha: _solve_kind(X, Z, mask, scores, opt, alpha, norm)
+            for alpha in itertools.product(*allowed)}
 
 
 def run_outcomes(problem: Problem, probabilities: torch.Tensor, saturation: float | None = 0.99,
@@ -132,20 +186,20 @@ def run_outcomes(problem: Problem, probabilities: torch.Tensor, saturation: floa
         raise ValueError("probabilities must be softmax outputs: in [0, 1], each row summing to 1 "
                          "(pass attention.probabilities(problem))")
     probabilities = probabilities.detach().cpu()
-    problem = problem.to("cpu")
     alpha = selected_tokens(probabilities)
     top = probabilities.max(dim=-1).values
     saturated = torch.ones_like(top[..., 0], dtype=torch.bool) if saturation is None else \
         (top >= saturation).all(dim=-1)
-    global_ = is_global(problem, alpha)
+    X, Z, mask, scores, opt = _instance(problem)
     kinds = []
-    for b in range(alpha.shape[0]):
-        if not saturated[b]:
+    for b, (a, is_saturated) in enumerate(zip(alpha.tolist(), saturated.tolist())):
+        if not is_saturated:
             kinds.append("unsaturated")
-        elif global_[b]:
+        elif a == opt[b].tolist():
             kinds.append("global")
         else:
-            kinds.append(selection_kind(problem.trial(b), alpha[b], norm)[0])
+            kinds.append(_solve_kind(X[b], Z[b], mask if mask is None or mask.ndim == 2 else mask[b],
+                                     scores[b], tuple(opt[b].tolist()), tuple(a), norm)[0])
     return alpha, kinds
 
 
