@@ -463,3 +463,20 @@ def test_p_svm_infeasibility_message_speaks_of_p_not_queries():
     with pytest.raises(A.InfeasibleError) as info:
         A.p_svm(keys, torch.tensor([0, 0]))
     assert "single p" in str(info.value) and "quer" not in str(info.value)
+
+
+def test_fast_rank_is_numerical_rank():
+    """svm._rank (NumPy, moderate entries) against metrics.numerical_rank, including matrices whose
+    singular values straddle the tolerance, zero, and extreme scales (the public function's path)."""
+    from attnsvm.svm import _rank
+    g = torch.Generator().manual_seed(0)
+    for k in range(200):
+        d = 1 + k % 7
+        U, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+        V, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+        sigma = 10.0 ** -torch.empty(d, dtype=torch.float64).uniform_(0, 9, generator=g)
+        W = U @ torch.diag(sigma) @ V.T * 10.0 ** (k % 5 - 2)
+        for tol in (1e-5, 1e-3):
+            assert _rank(W.numpy(), tol) == int(A.numerical_rank(W, tol))
+    for W in (np.zeros((3, 3)), np.eye(3) * 1e200, np.diag([1e-200, 1e-206, 0.0])):
+        assert _rank(W, 1e-5) == int(A.numerical_rank(torch.from_numpy(W), 1e-5))
