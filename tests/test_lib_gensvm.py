@@ -246,3 +246,47 @@ def test_relaxed_gen_svm_refuses_bad_input():
         A.gen_svm(X, Z, sets, relaxed=torch.tensor([1, 0]))
     with pytest.raises(ValueError, match="no margin constraint"):      # everything relaxed
         A.gen_svm(X, Z, sets, relaxed=torch.tensor([True, True]))
+
+
+def _rows_by_loop(X, Z, mask, visible):
+    """The constraint rows written out example by example, token by token."""
+    equal, unequal, where = [], [], []
+    for i in range(X.shape[0]):
+        anchor = X[i, np.flatnonzero(mask[i])[0]]
+        for t in range(X.shape[1]):
+            row = np.outer(anchor - X[i, t], Z[i]).ravel()
+            if mask[i, t] and t != np.flatnonzero(mask[i])[0]:
+                equal.append(row)
+            elif not mask[i, t] and visible[i, t]:
+                unequal.append(row)
+                where.append((i, t))
+    d2 = X.shape[2] ** 2
+    return np.array(equal).reshape(-1, d2), np.array(unequal).reshape(-1, d2), where
+
+
+def test_constraint_rows_match_the_loop_and_the_one_check_path_matches_the_two_calls():
+    from attnsvm.gensvm import _direction_and_finite_part, _rows
+    rng, solved = np.random.default_rng(5), 0
+    for trial in range(20):
+        n, T, d = 3, 5, 4
+        P = A.random_problem(n, T, d, generator=A.set_seed(70 + trial))
+        X, Z = P.X.numpy(), P.Z.numpy()
+        mask = rng.random((n, T)) < 0.4
+        mask[np.arange(n), rng.integers(0, T, n)] = True           # every set non-empty
+        visible = mask | (rng.random((n, T)) < 0.7)
+        E, M, where = _rows(X, Z, mask, visible)
+        E_ref, M_ref, where_ref = _rows_by_loop(X, Z, mask, visible)
+        assert np.array_equal(E, E_ref) and np.array_equal(M, M_ref)
+        assert list(zip(*where)) == where_ref
+        sets = torch.from_numpy(mask)                                # a set may hold every token
+        s = torch.softmax(torch.randn(n, T, dtype=F64, generator=A.set_seed(trial)), -1)
+        try:
+            W_dir = A.gen_svm(P.X, P.Z, sets).W
+        except A.InfeasibleError:
+            with pytest.raises(A.InfeasibleError):
+                _direction_and_finite_part(P.X, P.Z, sets, s)
+            continue
+        both = _direction_and_finite_part(P.X, P.Z, sets, s)
+        assert torch.equal(both[0], W_dir) and torch.equal(both[1], A.finite_part(P.X, P.Z, sets, s))
+        solved += 1
+    assert solved >= 10

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .gensvm import KEEP, MASKED, finite_part, gen_svm, selected_sets, svm_eq_fit
-from .metrics import corr
+from .gensvm import KEEP, MASKED, _direction_and_finite_part, selected_sets, svm_eq_fit
+from .metrics import corr, correlation
 from .reluhead import a6_draw, ngd_relu_head, span_iterates
 from .report import proportion_interval
 from .svm import att_svm
@@ -61,6 +61,11 @@ def gen_svm_violation(W, X, Z, selected) -> float:
     sets = as_mask(selected, "selected", (n, T))
     if not bool(sets.any(-1).all()):
         raise ValueError("every set must contain a token: a row of `selected` is all False")
+    return _violation(W, X, Z, sets)
+
+
+def _violation(W: torch.Tensor, X: torch.Tensor, Z: torch.Tensor, sets: torch.Tensor) -> float:
+    """:func:`gen_svm_violation` on checked tensors."""
     logits = torch.einsum("ntd,de,ne->nt", X, W, Z)
     inside_min = torch.where(sets, logits, torch.inf).amin(-1)
     inside_max = torch.where(sets, logits, -torch.inf).amax(-1)
@@ -121,14 +126,13 @@ class A6Study:
         return (c["accepted"] / c["drawn"], *proportion_interval(c["accepted"], c["drawn"]))
 
 
-def _solve_run(X, Z, s, W_last, keep: float) -> dict:
-    """Gen-SVM direction, finite part, SVM-eq fit and one-token Att-SVM of one clear run."""
+def _solve_run(X, Z, s, keep: float) -> dict:
+    """Gen-SVM direction, finite part and one-token Att-SVM of one clear run."""
     sets = s >= keep
-    W_dir, W_fin = gen_svm(X, Z, sets).W, finite_part(X, Z, sets, s)
+    W_dir, W_fin = _direction_and_finite_part(X, Z, sets, s)
     one = att_svm(X, Z, s.argmax(-1)).W
-    _, prediction = svm_eq_fit(W_last, W_fin, W_dir)
-    return {"dir": W_dir, "eq": prediction, "one": one, "sets": sets, "full": bool(sets.all(-1).any()),
-            "single": bool((sets.sum(-1) == 1).all()), "violation": gen_svm_violation(W_dir, X, Z, sets)}
+    return {"dir": W_dir, "fin": W_fin, "one": one, "sets": sets, "full": bool(sets.all(-1).any()),
+            "single": bool((sets.sum(-1) == 1).all()), "violation": _violation(W_dir, X, Z, sets)}
 
 
 def a6_study(d: int, n_accepted: int, generator: torch.Generator | None = None, *, steps: int = 2000,
@@ -186,11 +190,11 @@ def a6_study(d: int, n_accepted: int, generator: torch.Generator | None = None, 
         start = time.perf_counter()
         for b in torch.nonzero(~clear).flatten()[:max(0, n_rejected - len(rejected))].tolist():
             one = att_svm(X[b], Z[b], s[b].argmax(-1)).W
-            rejected.append(1 - float(corr(W_last[b], one)))
+            rejected.append(1 - float(correlation(W_last[b], one)))
         chosen, solutions = [], []                     # the curve runs of this batch
         for b in torch.nonzero(clear).flatten().tolist():
             try:
-                sol = _solve_run(X[b], Z[b], s[b], W_last[b], keep)
+                sol = _solve_run(X[b], Z[b], s[b], keep)
             except (InfeasibleError, IllConditionedError):
                 st["failed"] += 1
                 continue
@@ -205,9 +209,11 @@ def a6_study(d: int, n_accepted: int, generator: torch.Generator | None = None, 
                 masked_max.append(float(s[b][s[b] < keep].max()))
         if chosen:                                    # every logged iterate of the curve runs at once
             Ws = span_iterates(beta[:, chosen], X[chosen], Z[chosen], W0[chosen]).transpose(0, 1)
+            targets = {key: torch.stack([sol[key] for sol in solutions])
+                       for key in ("dir", "fin", "one")}
+            targets["eq"] = svm_eq_fit(W_last[chosen], targets["fin"], targets["dir"])[1]
             for key in curves:
-                target = torch.stack([sol[key] for sol in solutions])[:, None]
-                curves[key].append(1 - corr(Ws, target, 2))
+                curves[key].append(1 - corr(Ws, targets[key][:, None], 2))
             norms["acc"].append(Ws[:, -1].flatten(1).norm(dim=1))
             late_move.append((Ws[:, -1] - Ws[:, -2]).flatten(1).norm(dim=1))
             runs.extend((X[b], Y[b], Z[b], V[b], W[-1], sol["dir"], sol["sets"])

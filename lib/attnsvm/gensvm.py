@@ -130,24 +130,20 @@ def _check_data(X, Z) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _rows(X: np.ndarray, Z: np.ndarray, mask: np.ndarray, visible: np.ndarray | None = None
-          ) -> tuple[np.ndarray, np.ndarray, list]:
+          ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Constraint features ``vec((x_{i,t0} - x_it) z_i^T)``: the equalities (``t in O_i``, ``t != t0``)
-    and the inequalities (``t`` visible and not in ``O_i``), with ``(i, t)`` of each inequality."""
-    equal, unequal, where = [], [], []
+    and the inequalities (``t`` visible and not in ``O_i``), in example-then-token order, with the
+    ``(i, t)`` indices of the inequalities."""
+    n, T, d = X.shape
     if visible is None:
         visible = np.ones_like(mask)
-    for i in range(X.shape[0]):
-        members = np.flatnonzero(mask[i])
-        anchor = X[i, members[0]]
-        for t in range(X.shape[1]):
-            row = np.outer(anchor - X[i, t], Z[i]).ravel()
-            if mask[i, t] and t != members[0]:
-                equal.append(row)
-            elif not mask[i, t] and visible[i, t]:
-                unequal.append(row)
-                where.append((i, t))
-    d2 = X.shape[2] ** 2
-    return np.array(equal).reshape(-1, d2), np.array(unequal).reshape(-1, d2), where
+    first = mask.argmax(axis=1)                                  # t0: the first member of O_i
+    rows = ((X[np.arange(n), first][:, None, :, None] - X[:, :, :, None])
+            * Z[:, None, None, :]).reshape(n, T, d * d)
+    equal = mask.copy()
+    equal[np.arange(n), first] = False
+    unequal = ~mask & visible
+    return rows[equal], rows[unequal], np.nonzero(unequal)
 
 
 def _null_space(E: np.ndarray, dim: int) -> np.ndarray:
@@ -179,8 +175,15 @@ def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None, relaxed=None) 
     if relaxed is not None:           # a relaxed example "sees" only its set: equalities, no margin
         free = as_mask(relaxed, "relaxed", (n,), "(n,): True = the example keeps no margin").cpu().numpy()
         visible = np.where(free[:, None], sets, visible)
+    return _gen_svm(X, Z, sets, visible, support_tol)
+
+
+def _gen_svm(X: np.ndarray, Z: np.ndarray, sets: np.ndarray, visible: np.ndarray,
+             support_tol: float = 1e-5, rows: tuple | None = None) -> GenSVMResult:
+    """:func:`gen_svm` on checked data; ``rows``: the scaled constraint rows if already built."""
+    n, T, d = X.shape
     sx, sz = exact_scale(X), exact_scale(Z)          # exact powers of two: same digits
-    E, A, where = _rows(X * sx, Z * sz, sets, visible)
+    E, A, where = rows if rows is not None else _rows(X * sx, Z * sz, sets, visible)
     if not A.size:
         raise ValueError("no margin constraint: every example keeps all the tokens it sees (or is "
                          "relaxed), so Gen-SVM has no direction (only equalities)")
@@ -188,13 +191,13 @@ def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None, relaxed=None) 
     if coefficients is None:
         raise InfeasibleError("Gen-SVM is infeasible: " + _blocking(X, Z, sets, visible))
     W = (basis @ coefficients).reshape(d, d)
-    if (A @ W.ravel()).min() < 1 - 1e-6 or (E.size and np.abs(E @ W.ravel()).max() > 1e-6 * max(
-            1.0, np.abs(A @ W.ravel()).max())):
+    values = A @ W.ravel()
+    if values.min() < 1 - 1e-6 or (E.size and np.abs(E @ W.ravel()).max() > 1e-6 * max(
+            1.0, np.abs(values).max())):
         raise IllConditionedError("Gen-SVM: the solution does not meet its constraints to 1e-6 "
                                   "(the sets are too close to infeasible for float64)")
     margins = np.full((n, T), np.inf)
-    for (i, t), value in zip(where, A @ W.ravel()):
-        margins[i, t] = value
+    margins[where] = values
     W = _unscale(W, sx * sz, "Gen-SVM direction")
     return GenSVMResult(W=torch.from_numpy(W), objective=_scaled_norm(W),
                         margins=torch.from_numpy(margins),
@@ -247,28 +250,54 @@ def finite_part(X, Z, selected, probabilities, tol: float = 1e-8, mask=None) -> 
     X, Z = _check_data(X, Z)
     n, T, d = X.shape
     mask = _sets(selected, n, T, None if mask is None else _visible(mask, n, T))
+    return _finite_part(X, Z, mask, _set_probabilities(probabilities, mask), tol)
+
+
+def _set_probabilities(probabilities, sets: np.ndarray) -> np.ndarray:
+    """The probabilities as an ``(n, T)`` array, positive inside every set (log-ratios follow)."""
     s = _numpy(probabilities, "probabilities")
-    if s.shape != (n, T):
-        raise ValueError(f"probabilities must have shape (n, T) = {(n, T)}, got {s.shape}")
-    if not (s[mask] > 0).all():
+    if s.shape != sets.shape:
+        raise ValueError(f"probabilities must have shape (n, T) = {sets.shape}, got {s.shape}")
+    if not (s[sets] > 0).all():
         raise ValueError("every selected token needs a positive probability (log-ratios of the "
                          "finite part); a token with probability 0 is not selected")
+    return s
+
+
+def _finite_part(X: np.ndarray, Z: np.ndarray, mask: np.ndarray, s: np.ndarray, tol: float = 1e-8,
+                 E: np.ndarray | None = None) -> torch.Tensor:
+    """:func:`finite_part` on checked data; ``E``: the scaled equality rows if already built."""
+    n, T, d = X.shape
     sx, sz = exact_scale(X), exact_scale(Z)          # exact powers of two: same digits
-    E, _, _ = _rows(X * sx, Z * sz, mask)
+    if E is None:
+        E, _, _ = _rows(X * sx, Z * sz, mask)
     if not E.size:                    # every set has one token: no equality, W_fin = 0
         return torch.zeros(d, d, dtype=torch.float64)
-    targets = []
-    for i in range(n):
-        members = np.flatnonzero(mask[i])
-        targets += [np.log(s[i, members[0]]) - np.log(s[i, t]) for t in members[1:]]
     # rows are x_{t0} - x_t, so the target is log s_t0 - log s_t (a logit difference)
-    targets = np.array(targets)
+    first = mask.argmax(axis=1)
+    others = mask.copy()
+    others[np.arange(n), first] = False
+    logs = np.log(np.where(mask, s, 1.0))
+    targets = (logs[np.arange(n), first][:, None] - logs)[others]
     solution, *_ = np.linalg.lstsq(E, targets, rcond=None)
     residual = np.abs(E @ solution - targets).max()
     if residual > tol * max(1.0, np.abs(targets).max()):
         raise InfeasibleError(f"no W has these logit ratios inside the sets (residual "
                               f"{residual:.2e}): the selected tokens' equalities are inconsistent")
     return torch.from_numpy(_unscale(solution.reshape(d, d), sx * sz, "finite part"))
+
+
+def _direction_and_finite_part(X, Z, selected, probabilities) -> tuple[torch.Tensor, torch.Tensor]:
+    """``gen_svm(X, Z, selected).W`` and ``finite_part(X, Z, selected, probabilities)``, the same
+    digits, from one check of the data and one set of constraint rows (the two parts of the
+    authors' SVM-eq prediction ``W_fin + C W_dir`` of one run; :func:`attnsvm.a6_study`)."""
+    X, Z = _check_data(X, Z)
+    n, T, _ = X.shape
+    sets = _sets(selected, n, T)
+    s = _set_probabilities(probabilities, sets)
+    visible = np.ones_like(sets)
+    rows = _rows(X * exact_scale(X), Z * exact_scale(Z), sets, visible)
+    return _gen_svm(X, Z, sets, visible, rows=rows).W, _finite_part(X, Z, sets, s, E=rows[0])
 
 
 def _unscale(W: np.ndarray, factor: float, what: str) -> np.ndarray:
@@ -289,9 +318,9 @@ def svm_eq_fit(W, W_fin, W_dir) -> tuple[float, torch.Tensor]:
     if W.ndim < 2 or W.shape[-2:] != W_fin.shape[-2:] or W_fin.shape[-2:] != W_dir.shape[-2:]:
         raise ValueError(f"W, W_fin and W_dir must be matrices sharing their last two dimensions, "
                          f"got {tuple(W.shape)}, {tuple(W_fin.shape)}, {tuple(W_dir.shape)}")
-    try:
-        torch.broadcast_shapes(W.shape, W_fin.shape, W_dir.shape)
-    except RuntimeError:
+    try:                              # NumPy's shape rule (torch's takes ~0.5 ms a call)
+        np.broadcast_shapes(tuple(W.shape), tuple(W_fin.shape), tuple(W_dir.shape))
+    except ValueError:
         raise ValueError(f"the leading (batch) dimensions of W {tuple(W.shape)}, W_fin "
                          f"{tuple(W_fin.shape)} and W_dir {tuple(W_dir.shape)} do not broadcast") from None
     # Powers of two (exact) keep squares and differences of 1e300 entries in range.

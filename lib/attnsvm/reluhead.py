@@ -46,14 +46,15 @@ def a6_draw(count: int, d: int, generator: torch.Generator | None = None, n: int
 
 
 def ngd_relu_head(X, Y, Z, V, W0, steps: int = 2000, lr: float = 0.1, eps: float = 0.0,
-                  every: int = 100, chunk: int = 1024) -> torch.Tensor:
+                  every: int = 100, chunk: int = 2048) -> torch.Tensor:
     """Normalized GD on W for the ReLU head, logistic loss (see the module docstring).
 
     ``X (B, n, T, d)``, ``Y (B, n)`` in ``{-1, +1}``, ``Z (B, n, d)``, ``V (B, d, k)``, ``W0 (B, d, d)``.
     ``eps`` is the authors' safeguard (normalize by ``||g|| + eps``). Runs are processed ``chunk``
-    at a time with the batch as the last, contiguous dimension. Returns the coefficients ``beta``
-    every ``every`` steps, shape ``(steps // every + 1, B, n T)``; :func:`span_iterates` turns them
-    into matrices W.
+    at a time with the batch as the last, contiguous dimension (the last runs of a small last chunk
+    may take the scalar path of the vectorized kernels: keep ``chunk`` fixed to reproduce digits). Returns the coefficients
+    ``beta`` every ``every`` steps, shape ``(steps // every + 1, B, n T)``; :func:`span_iterates`
+    turns them into matrices W.
     """
     X, Y, Z = as_tensor(X, "X"), as_tensor(Y, "Y"), as_tensor(Z, "Z")
     V, W0 = as_tensor(V, "V"), as_tensor(W0, "W0")
@@ -102,14 +103,20 @@ def _chunk(x, y, z, V, W0, steps: int, lr: float, eps: float, every: int, k: int
                          "V^T x overflow float64: tokens, queries, V or W0 are too large (~1e150 or "
                          "more); rescale them")
     y = y.T.contiguous()
+    neg_y, y_scaled = -y, y * (-1.0 / n)     # exact (y = +-1): the same digits as sigmoid(-y f) y (-1/n)
     dev = x.device                       # every buffer on the inputs' device (CPU or CUDA)
-    kept = torch.empty(steps // every + 1, b, nT, dtype=dtype, device=dev)
     like = {"dtype": dtype, "device": dev}
+    kept = torch.empty(steps // every + 1, b, nT, **like)
     beta = torch.zeros(nT, b, **like)
-    bufK, bufX = torch.empty(nT, nT, b, **like), torch.empty(n, T, k, b, **like)
-    bufP = torch.empty(n, T, T, b, **like)
-    hid, gv = torch.empty(n, k, b, **like), torch.empty(n, T, b, **like)
-    c, Kd, a = torch.empty(n, T, b, **like), torch.empty(nT, b, **like), torch.empty(nT, b, **like)
+    # preallocated buffers: the step below allocates only the softmax
+    bufK, bufX, bufP = (torch.empty(nT, nT, b, **like), torch.empty(n, T, k, b, **like),
+                        torch.empty(n, T, T, b, **like))
+    hid, gv, c = torch.empty(n, k, b, **like), torch.empty(n, T, b, **like), torch.empty(n, T, b, **like)
+    Kd, a, bufM = torch.empty(nT, b, **like), torch.empty(nT, b, **like), torch.empty(nT, b, **like)
+    f, lprime = torch.empty(n, b, **like), torch.empty(n, b, **like)
+    top, safe, norm, tiny = (torch.empty(b, **like) for _ in range(4))
+    pos = torch.empty(b, dtype=torch.bool, device=dev)
+    one, zero = torch.ones((), **like), torch.zeros((), **like)
     for step in range(steps + 1):
         if step % every == 0:
             kept[step // every] = beta.T
@@ -122,22 +129,31 @@ def _chunk(x, y, z, V, W0, steps: int, lr: float, eps: float, every: int, k: int
         torch.mul(s[:, :, None], XV, out=bufX)
         torch.sum(bufX, 1, out=hid)                          # V_j^T r_i
         hid.clamp_(min=0)
-        f = hid.sum(1)                                       # h(r_i)
+        torch.sum(hid, 1, out=f)                             # h(r_i)
         hid.sign_()                                          # ReLU'(V_j^T r_i)
         torch.mul(hid[:, None], XV, out=bufX)
         torch.sum(bufX, 2, out=gv)                           # g_it = dh / ds_it
         torch.sub(gv[:, :, None, :], gv[:, None, :, :], out=bufP)
         bufP *= s[:, None, :, :]
         torch.sum(bufP, 2, out=c)                            # sum_tau s_tau (g_t - g_tau)
-        lprime = torch.sigmoid(-y * f).mul_(y).mul_(-1.0 / n)
+        torch.mul(neg_y, f, out=lprime)
+        lprime.sigmoid_().mul_(y_scaled)
         delta = c.mul_(s).mul_(lprime[:, None]).view(nT, b)
-        top = delta.abs().amax(0)                            # scale first: no underflow of the norm
-        safe = torch.where(top > 0, top, torch.ones_like(top))
+        torch.abs(delta, out=bufM)
+        torch.amax(bufM, 0, out=top)                         # scale first: no underflow
+        torch.gt(top, 0, out=pos)
+        torch.where(pos, top, one, out=safe)
         dn = delta.div_(safe)
         torch.mul(K, dn, out=bufK)
         torch.sum(bufK, 1, out=Kd)
-        coef = lr / ((Kd * dn).sum(0).clamp_min(0).sqrt() + eps / safe)
-        coef = torch.where(top > 0, coef, torch.zeros_like(coef))
+        torch.mul(Kd, dn, out=bufM)
+        torch.sum(bufM, 0, out=norm)
+        norm.clamp_min_(0).sqrt_()
+        torch.reciprocal(safe, out=tiny)                     # eps / safe, as torch computes it
+        tiny.mul_(eps)
+        coef = norm.add_(tiny).reciprocal_().mul_(lr)        # lr / (...), as torch computes it
+        if eps == 0:
+            torch.where(pos, coef, zero, out=coef)
         beta.sub_(dn.mul_(coef))
         a.sub_(Kd.mul_(coef))                                # logits follow beta
     return kept
