@@ -19,7 +19,8 @@ from .digits import logistic_cv_accuracy
 from .duality import constraint_features, kkt_multipliers
 from .fit import (NormSVMCache, accuracy, attention_entropy, logit_gaps, margin_ratio, smallest_margin,
                   train_recorded, train_until_gap)
-from .gensvm import GenSVMResult, finite_part, gen_svm, selected_sets, svm_eq_fit
+from .gensvm import GenSVMResult, finite_part, gen_svm, selected_sets
+from .svm_eq import svm_eq_fit
 from .gradients import excess_risk, optimal_risk
 from .graph_descent import (GraphHistory, graph_finite_part, graph_gradient_descent,
                             graph_gradient_descent_batch, graph_loss, graph_project)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .gensvm import KEEP, MASKED, _direction_and_finite_part, selected_sets, svm_eq_fit
+from .gensvm import KEEP, MASKED, _direction_and_finite_part, selected_sets
+from .svm_eq import svm_eq_fit
 from .metrics import corr, correlation
 from .reluhead import a6_draw, ngd_relu_head, span_iterates
 from .report import proportion_interval

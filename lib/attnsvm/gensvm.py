@@ -13,7 +13,7 @@ authors' prediction is ``W_k ~ W_fin + C_k W_dir`` with
   ``t, tau in O_i``, where ``s`` are the softmax probabilities GD settles on inside each set. Many
   matrices do; this module takes the one of least Frobenius norm (our choice: the paper leaves it
   open);
-* ``C_k`` fitted to an iterate by least squares, as in the authors' experiment code.
+* ``C_k`` fitted to an iterate by least squares, as in the authors' experiment code (``svm_eq``).
 
 With every ``|O_i| = 1`` Gen-SVM is Att-SVM. Both problems are solved exactly: the equalities
 define a subspace, and Gen-SVM is the least-distance problem of the inequalities inside it (the
@@ -29,7 +29,7 @@ import torch
 
 from .svm import _check_sizes, _numpy
 from .svm_core import IllConditionedError, InfeasibleError, _min_norm_point, _scaled_norm
-from .utils import as_array, as_mask, as_tensor, check_positive, exact_scale
+from .utils import as_array, as_mask, check_positive, exact_scale
 
 
 @dataclass(frozen=True)
@@ -309,37 +309,3 @@ def _unscale(W: np.ndarray, factor: float, what: str) -> np.ndarray:
     return out
 
 
-def svm_eq_fit(W, W_fin, W_dir) -> tuple[float, torch.Tensor]:
-    """The authors' SVM-eq prediction for an iterate ``W``: ``C`` minimising
-    ``||W - W_fin - C W_dir||_F`` (least squares) and ``W_fin + C W_dir``. Batched over leading
-    dimensions of ``W`` (then ``C`` is a tensor)."""
-    W, W_fin, W_dir = (as_tensor(value, name, dtype=torch.float64)
-                       for name, value in (("W", W), ("W_fin", W_fin), ("W_dir", W_dir)))
-    if W.ndim < 2 or W.shape[-2:] != W_fin.shape[-2:] or W_fin.shape[-2:] != W_dir.shape[-2:]:
-        raise ValueError(f"W, W_fin and W_dir must be matrices sharing their last two dimensions, "
-                         f"got {tuple(W.shape)}, {tuple(W_fin.shape)}, {tuple(W_dir.shape)}")
-    try:                              # NumPy's shape rule (torch's takes ~0.5 ms a call)
-        np.broadcast_shapes(tuple(W.shape), tuple(W_fin.shape), tuple(W_dir.shape))
-    except ValueError:
-        raise ValueError(f"the leading (batch) dimensions of W {tuple(W.shape)}, W_fin "
-                         f"{tuple(W_fin.shape)} and W_dir {tuple(W_dir.shape)} do not broadcast") from None
-    # Powers of two (exact) keep squares and differences of 1e300 entries in range.
-    s_dir = _pow2(W_dir.abs().amax((-2, -1)))[..., None, None]
-    s_res = _pow2(torch.maximum(W.abs().amax((-2, -1)), W_fin.abs().amax((-2, -1))))[..., None, None]
-    D = W_dir * s_dir
-    squared = (D * D).sum((-2, -1))
-    if not bool((squared > 0).all()):
-        raise ValueError("W_dir must be a nonzero direction (a Gen-SVM solution)")
-    R = W * s_res - W_fin * s_res
-    C = (R * D).sum((-2, -1)) / squared * (s_dir / s_res)[..., 0, 0]
-    prediction = W_fin + C[..., None, None] * W_dir
-    if not (bool(torch.isfinite(C).all()) and bool(torch.isfinite(prediction).all())):
-        raise ValueError("the fitted C W_dir overflows float64: W is ~1e308 times W_dir; rescale "
-                         "W_dir (the fit is linear in it)")
-    return (float(C) if C.ndim == 0 else C), prediction
-
-
-def _pow2(top: torch.Tensor) -> torch.Tensor:
-    """Per entry, a power of two bringing ``top`` (> 0) into [0.5, 1) (1 where ``top`` is 0)."""
-    exponent = torch.frexp(torch.where(top > 0, top, torch.ones_like(top))).exponent
-    return torch.where(top > 0, torch.pow(2.0, -exponent.to(torch.float64)), torch.ones_like(top))
