@@ -19,9 +19,18 @@ and how closely the final directions agree per run. The two sides differ in one 
 softmax saturates), (b) uses the textbook softmax, whose gradient becomes rounding noise after
 saturation; the directions therefore agree closely but not to machine precision.
 
+``--per-step`` times one step of ``attnsvm.train`` (CPU seconds, one thread) on the sizes the book
+runs and prints it next to the time the library took before the training loop lost its per-step
+overhead (issue 17: checks hoisted out of the loop, the closed-form terms that do not change
+computed once, the excess skipped unless the Polyak step reads it, fewer tensor operations in the
+normalized step; the iterates are the same to the last bit). The "before" column was measured on
+the same 2-core machine as the "after" one at the time of the change; on another machine compare
+the ratio, not the microseconds.
+
 Usage:  python bench/bench_training.py            # full A3 scale (~2 minutes, mostly the loop)
         python bench/bench_training.py --quick    # 10 runs x 300 steps
         python bench/bench_training.py --runs 20 --steps 500 --profile
+        python bench/bench_training.py --per-step # microseconds per step, before / after
 """
 
 from __future__ import annotations
@@ -134,6 +143,43 @@ def timed(fn, *args, repeat: int = 1, **kw):
     return out, sorted(times)[len(times) // 2]
 
 
+# microseconds per step of the library before the change (same sizes as PER_STEP_CASES)
+PER_STEP_BEFORE = {"W, A3 x 30, NGD": 567.6, "W, A2, NGD, iterates recorded": 490.4,
+                   "W, A2, NGD, textbook softmax": 756.7, "(K, Q), A3 x 30, eps and ridge": 794.1,
+                   "W, A3 x 30, mirror p=1.75": 629.9, "W, A3 x 30, spectral": 1091.6,
+                   "diagonal, A3 x 30, NGD (autograd)": 1064.6}
+
+
+def per_step(steps: int = 500) -> None:
+    """CPU microseconds per step of ``attnsvm.train`` against :data:`PER_STEP_BEFORE`."""
+    a3 = A.random_problem(6, 8, 10, trials=30, generator=A.set_seed(0))
+    a2 = A.figure_problem("A2", generator=A.set_seed(3))
+    cases = {
+        "W, A3 x 30, NGD": lambda: A.train(A.WAttention.zeros(10, trials=30), a3, steps, log_every=25),
+        "W, A2, NGD, iterates recorded": lambda: A.train(
+            A.WAttention.zeros(2), a2, steps, log_every=10, record_iterates=True, reference=torch.eye(2)),
+        "W, A2, NGD, textbook softmax": lambda: A.train(A.WAttention.zeros(2), a2, steps, log_every=10,
+                                                        stable=False),
+        "(K, Q), A3 x 30, eps and ridge": lambda: A.train(
+            A.KQAttention.init(10, trials=30, generator=A.set_seed(1)), a3, steps, eps=EPS, ridge=EPS,
+            log_every=steps),
+        "W, A3 x 30, mirror p=1.75": lambda: A.train(A.WAttention.zeros(10, trials=30), a3, steps,
+                                                     method="mirror", p=1.75, log_every=25),
+        "W, A3 x 30, spectral": lambda: A.train(A.WAttention.zeros(10, trials=30), a3, steps,
+                                                method="spectral", log_every=25),
+        "diagonal, A3 x 30, NGD (autograd)": lambda: A.train(A.DiagonalAttention.init(10, trials=30), a3,
+                                                             steps, log_every=25),
+    }
+    print(f"{'case':36} {'before':>10} {'now':>10} {'ratio':>7}   (CPU microseconds per step)")
+    for name, run in cases.items():
+        run()                                                    # warm-up
+        start = time.process_time()
+        run(), run()
+        now = (time.process_time() - start) / (2 * steps) * 1e6
+        before = PER_STEP_BEFORE[name]
+        print(f"{name:36} {before:10.1f} {now:10.1f} {before / now:6.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=100)
@@ -142,7 +188,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="10 runs x 300 steps")
     parser.add_argument("--profile", action="store_true", help="cProfile attnsvm.train (W)")
+    parser.add_argument("--per-step", action="store_true",
+                        help="only CPU microseconds per step, before / after issue 17")
     args = parser.parse_args()
+    if args.per_step:
+        torch.set_num_threads(1)
+        per_step()
+        return
     if args.quick:
         args.runs, args.steps = 10, 300
 

@@ -92,3 +92,43 @@ def test_optimal_risk_and_excess_risk():
         exact += mpmath.log(1 + mpmath.e ** (-y * f)) - mpmath.log(1 + mpmath.e ** (-best))
     exact /= problem.n
     assert excess > 0 and math.isclose(excess, float(exact), rel_tol=1e-9)
+
+
+def _textbook_evaluation(attention, problem, loss):
+    """The closed form written term by term as in its docstring (values, Y_i c_b, loss'(u) Y / n),
+    without the shared terms the training loop's version precomputes."""
+    from attnsvm.gradients import LOSS_DERIVATIVES
+    from attnsvm.heads import LOSSES
+
+    with torch.no_grad():
+        logits = attention.logits(problem)
+        values = problem.scores * problem.Y.unsqueeze(-1)
+        top = logits.argmax(dim=-1, keepdim=True)
+        centred = values - torch.take_along_dim(values, top, dim=-1)
+        probs = torch.softmax(logits, dim=-1)
+        mix = (probs * centred).sum(-1, keepdim=True)
+        margins = problem.Y * values.gather(-1, top).squeeze(-1) + problem.Y * mix.squeeze(-1)
+        outer = LOSS_DERIVATIVES[loss](margins) * problem.Y / problem.n
+        G = outer.unsqueeze(-1) * probs * (centred - mix)
+        return LOSSES[loss](margins).mean(-1), probs, (G.unsqueeze(-1) * problem.X).sum(-2)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "exponential", "linear"])
+def test_training_evaluation_is_bitwise_the_formula(loss):
+    """The loop's evaluation (shared terms precomputed, -loss'(u) / (-n Y_i) for loss'(u) Y_i / n,
+    the excess skipped) returns exactly the bits of the formula and of risk_and_gradients."""
+    from attnsvm.gradients import evaluate, fixed_terms
+
+    problem = A.random_problem(5, 6, 7, trials=4, generator=A.set_seed(6))
+    for attention in _attentions(4, 7):
+        fast = evaluate(attention, problem, loss, fixed_terms(problem), excess=False)
+        full = risk_and_gradients(attention, problem, loss)
+        risk, probs, GX = _textbook_evaluation(attention, problem, loss)
+        assert torch.equal(fast.risk, risk) and torch.equal(fast.probs, probs)
+        assert torch.equal(fast.risk, full.risk) and torch.equal(fast.top, full.top)
+        for a, b in zip(fast.grads, full.grads):
+            assert torch.equal(a, b)
+        assert torch.isnan(fast.excess).all() and torch.isfinite(full.excess).all()
+    W = A.WAttention(torch.randn(4, 7, 7, generator=torch.Generator().manual_seed(1), dtype=D))
+    GX = _textbook_evaluation(W, problem, loss)[2]
+    assert torch.equal(risk_and_gradients(W, problem, loss).grads[0], GX.transpose(-1, -2) @ problem.Z)

@@ -428,3 +428,19 @@ def test_mirror_descent_dual_norm_step():
         A.train(A.WAttention.zeros(3), problem, 1, lr, "ngd", dual_norm=True)
     with pytest.raises(TypeError):
         A.train(A.WAttention.zeros(3), problem, 1, lr, "mirror", p=p, dual_norm="yes")
+
+
+def test_block_normalize_is_bitwise_the_flattened_formula():
+    """The normalized step reduces a block in row-major order, as the formula on the flattened
+    block does, for contiguous and transposed gradients (autograd returns transposed ones)."""
+    g = torch.Generator().manual_seed(8)
+    for shape, core in (((6, 10, 10), 2), ((10, 10), 2), ((3, 4, 20, 7), 2), ((5, 9), 1)):
+        grad = torch.randn(*shape, generator=g, dtype=torch.float64) * 1e-150
+        grad[0].zero_()
+        for x in (grad, grad.transpose(-1, -2)):
+            flat = x.flatten(x.ndim - core)
+            top = flat.abs().amax(-1, keepdim=True)
+            safe = torch.where(top > 0, top, torch.ones_like(top))
+            expected = torch.where(top > 0, (flat / safe) / (flat / safe).norm(dim=-1, keepdim=True),
+                                   torch.zeros_like(flat)).reshape(x.shape)
+            assert torch.equal(A.block_normalize(x, core), expected)

@@ -15,6 +15,7 @@ is the problem's fixed ``v``.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -104,20 +105,61 @@ def risk_and_gradients(attention: Attention, problem: Problem, loss: str = "logi
     """Risk per trial, probabilities and the gradients of the summed risk with respect to
     ``attention.params``, for the linear head ``v`` of the problem (see :class:`Evaluation`).
     ``values`` = ``v^T x_it`` may be passed precomputed (it does not change during training)."""
+    logits = attention.logits(problem)                          # checks the dimensions
+    if values is None:
+        fixed = fixed_terms(problem)
+    else:
+        fixed = FixedTerms(values, values * problem.Y.unsqueeze(-1), problem.Y * -problem.n)
+    return evaluate(attention, problem, loss, fixed, logits=logits)
+
+
+class FixedTerms(NamedTuple):
+    """What the closed-form gradient needs of a problem that does not change during training:
+    the token values ``c_it = v^T x_it``, the scores ``gamma_it = Y_i c_it`` and ``-n Y_i``."""
+
+    values: torch.Tensor
+    scores: torch.Tensor
+    minus_n_y: torch.Tensor
+
+
+def fixed_terms(problem: Problem) -> FixedTerms:
+    """:class:`FixedTerms` of a problem, computed once per training run."""
+    scores = problem.scores
+    return FixedTerms(scores * problem.Y.unsqueeze(-1), scores, problem.Y * -problem.n)
+
+
+def _loss_terms(loss: str, flipped: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``loss(u)`` and ``-loss'(u)`` at the margins ``u``, given ``flipped = -u`` (the two share
+    their work: ``softplus(-u)`` and ``sigmoid(-u)``, or ``exp(-u)`` twice)."""
+    if loss == "logistic":
+        return torch.nn.functional.softplus(flipped), torch.sigmoid(flipped)
+    if loss == "exponential":
+        e = torch.exp(flipped)
+        return e, e
+    return flipped, torch.ones_like(flipped)
+
+
+def evaluate(attention: Attention, problem: Problem, loss: str, fixed: FixedTerms,
+             excess: bool = True, logits: torch.Tensor | None = None) -> Evaluation:
+    """:func:`risk_and_gradients` on arguments already checked (the training loop's version);
+    ``excess=False`` skips the excess (NaN), which only the Polyak step and ``no_worse`` read;
+    ``logits`` may be passed when already computed."""
     with torch.no_grad():
-        X, Z = problem.X, problem.Z
-        logits = attention.logits(problem)
-        if values is None:
-            values = problem.scores * problem.Y.unsqueeze(-1)          # c_it = v^T x_it
+        X, Z, Y = problem.X, problem.Z, problem.Y
+        values = fixed.values
+        if logits is None:
+            logits = attention._logits(problem)
         top = logits.argmax(dim=-1, keepdim=True)
         centred = values - torch.take_along_dim(values, top, dim=-1)   # c_t - c_b
         probs = torch.softmax(logits, dim=-1)
         mix = (probs * centred).sum(-1, keepdim=True)
-        base = problem.Y * values.gather(-1, top).squeeze(-1)           # Y_i c_b
-        margins = base + problem.Y * mix.squeeze(-1)
-        risk = LOSSES[loss](margins).mean(-1)
-        excess = LOSS_INCREMENTS[loss](base, problem.Y * mix.squeeze(-1)).mean(-1)
-        outer = LOSS_DERIVATIVES[loss](margins) * problem.Y / problem.n        # dL/df_i
+        base = fixed.scores.gather(-1, top).squeeze(-1)                # Y_i c_b
+        shift = Y * mix.squeeze(-1)
+        margins = base + shift
+        terms, slope = _loss_terms(loss, -margins)
+        risk = terms.mean(-1)
+        gain = LOSS_INCREMENTS[loss](base, shift).mean(-1) if excess else torch.full_like(risk, math.nan)
+        outer = slope / fixed.minus_n_y                                # dL/df_i = loss'(u_i) Y_i / n
         G = outer.unsqueeze(-1) * probs * (centred - mix)                    # dL/da_it
         GX = (G.unsqueeze(-1) * X).sum(-2)                                   # sum_t G_it x_it, (*B, n, d)
         if isinstance(attention, WAttention):
@@ -132,7 +174,7 @@ def risk_and_gradients(attention: Attention, problem: Problem, loss: str = "logi
             if attention.key_matrix is not None:
                 keys_grad = keys_grad @ attention.key_matrix
             grads = [_reduce(keys_grad, attention.p)]
-    return Evaluation(risk, probs, grads, top.squeeze(-1), excess)
+    return Evaluation(risk, probs, grads, top.squeeze(-1), gain)
 
 
 def _reduce(grad: torch.Tensor, param: torch.Tensor) -> torch.Tensor:

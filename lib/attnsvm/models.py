@@ -29,6 +29,15 @@ class Attention:
 
     def logits(self, problem: Problem) -> torch.Tensor:
         """Attention logits ``a_it``, shape ``(*B, n, T)``."""
+        _check_dim(problem, self._width(), self.params)
+        return self._logits(problem)
+
+    def _width(self) -> int:
+        """The token dimension ``d`` the parameters act on."""
+        raise NotImplementedError
+
+    def _logits(self, problem: Problem) -> torch.Tensor:
+        """:meth:`logits` on a problem already checked (the training loop's version)."""
         raise NotImplementedError
 
     def combined(self) -> torch.Tensor:
@@ -98,8 +107,10 @@ class WAttention(Attention):
     def W(self) -> torch.Tensor:
         return self.params[0]
 
-    def logits(self, problem: Problem) -> torch.Tensor:
-        _check_dim(problem, self.W.shape[-1], self.params)
+    def _width(self) -> int:
+        return self.W.shape[-1]
+
+    def _logits(self, problem: Problem) -> torch.Tensor:
         Wz = problem.Z @ self.W.transpose(-1, -2)                        # (W z_i)^T, (*B, n, d)
         return problem.mask_logits((problem.X @ Wz.unsqueeze(-1)).squeeze(-1))
 
@@ -146,8 +157,10 @@ class KQAttention(Attention):
     def Q(self) -> torch.Tensor:
         return self.params[1]
 
-    def logits(self, problem: Problem) -> torch.Tensor:
-        _check_dim(problem, self.K.shape[-2], self.params)
+    def _width(self) -> int:
+        return self.K.shape[-2]
+
+    def _logits(self, problem: Problem) -> torch.Tensor:
         Wz = (problem.Z @ self.Q) @ self.K.transpose(-1, -2)             # (K Q^T z_i)^T
         return problem.mask_logits((problem.X @ Wz.unsqueeze(-1)).squeeze(-1))
 
@@ -175,8 +188,10 @@ class DiagonalAttention(Attention):
         k = torch.full((*lead, d), scale, dtype=check_dtype(dtype), device=get_device(device))
         return cls(k, torch.zeros_like(k))
 
-    def logits(self, problem: Problem) -> torch.Tensor:
-        _check_dim(problem, self.params[0].shape[-1], self.params)
+    def _width(self) -> int:
+        return self.params[0].shape[-1]
+
+    def _logits(self, problem: Problem) -> torch.Tensor:
         scaled = problem.Z * (self.params[0] * self.params[1]).unsqueeze(-2)     # diag(k q) z_i
         return problem.mask_logits((problem.X @ scaled.unsqueeze(-1)).squeeze(-1))
 
@@ -210,9 +225,10 @@ class PromptAttention(Attention):
     def p(self) -> torch.Tensor:
         return self.params[0]
 
-    def logits(self, problem: Problem) -> torch.Tensor:
-        _check_dim(problem, self.p.shape[-1] if self.key_matrix is None else self.key_matrix.shape[-2],
-                   self.params)
+    def _width(self) -> int:
+        return self.p.shape[-1] if self.key_matrix is None else self.key_matrix.shape[-2]
+
+    def _logits(self, problem: Problem) -> torch.Tensor:
         keys = problem.X if self.key_matrix is None else problem.X @ self.key_matrix
         return problem.mask_logits(torch.einsum("...ntd,...d->...nt", keys, self.p))
 

@@ -25,10 +25,12 @@ from typing import Callable
 import torch
 
 from .data import Problem
-from .gradients import excess_over_optimal, risk_and_gradients, supports
+from .gradients import evaluate, excess_over_optimal, fixed_terms, supports
 from .metrics import correlation, mean_top, unit_scale
 from .heads import Head, LinearHead, check_compatible, check_head, check_loss, risk_from_logits
 from .models import Attention
+from .steps import (_block_normalize, _expand, _from_dual, _length, _polar, _polyak, _to_dual,
+                    block_normalize)
 from .utils import as_tensor, check_count, check_flag, check_positive
 
 
@@ -78,38 +80,6 @@ def direction_angle(A: torch.Tensor, B: torch.Tensor, batch_dims: int) -> torch.
         return x / torch.where(norm > 0, norm, torch.full_like(norm, float("nan")))
     a, b = unit(A), unit(B)
     return 2 * torch.atan2((a - b).norm(dim=-1), (a + b).norm(dim=-1))
-
-
-def block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0) -> torch.Tensor:
-    """``g / (||g|| + eps)`` with the norm over the last ``core_dims`` dimensions (one per trial).
-
-    The norm is taken after dividing by the largest entry, so gradients of 1e-200 (float64) or
-    1e-30 (float32), exact but tiny once the softmax saturates, do not underflow to a zero norm.
-    A zero gradient (e.g. ``dL/dK`` while ``Q = 0``) gives a zero step instead of 0/0.
-    """
-    if not isinstance(grad, torch.Tensor) or not grad.is_floating_point():
-        raise TypeError(f"grad must be a floating tensor, got {type(grad).__name__}")
-    core_dims = check_count(core_dims, "core_dims", 1)
-    if core_dims > grad.ndim:
-        raise ValueError(f"core_dims={core_dims} exceeds grad's {grad.ndim} dimensions")
-    eps = check_positive(eps, "eps", allow_zero=True)
-    if not bool(torch.isfinite(grad).all()):
-        raise ValueError("grad contains NaN or inf")
-    return _block_normalize(grad, core_dims, eps)
-
-
-def _block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0, q: float = 2.0) -> torch.Tensor:
-    """:func:`block_normalize` on arguments already checked (the training loop's version); ``q``:
-    the entrywise norm divided by (2: Frobenius; mirror descent's dual step uses ``p / (p - 1)``)."""
-    top = grad.abs().flatten(grad.ndim - core_dims).amax(dim=-1)
-    top = top.reshape(*top.shape, *([1] * core_dims))
-    safe = torch.where(top > 0, top, torch.ones_like(top))
-    scaled = grad / safe
-    flat = scaled.flatten(grad.ndim - core_dims)
-    norm = (flat.norm(dim=-1) if q == 2 else flat.norm(p=q, dim=-1)).reshape(top.shape)
-    if eps:                  # (a scalar over a subnormal divides by multiplying with 1/x = inf)
-        norm = norm + eps / safe
-    return torch.where(top > 0, scaled / norm, torch.zeros_like(grad))
 
 
 def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float = 0.1,
@@ -215,20 +185,21 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     if method == "polyak" and not closed_form:
         raise ValueError("the Polyak step needs the problem's fixed linear head, the re-centred "
                          "softmax (stable=True) and a W, (K, Q) or p attention")
-    values = problem.scores * problem.Y.unsqueeze(-1) if closed_form else None
+    fixed = fixed_terms(problem) if closed_form else None
     duals = [_to_dual(q, p) for q in params] if method == "mirror" else None
-    for step in range(steps + 1):
+    for step in range(steps + 1):      # arguments checked above: the loop only checks finiteness
         if closed_form:
-            evaluation = risk_and_gradients(attention, problem, loss, values)
+            evaluation = evaluate(attention, problem, loss, fixed, excess=method == "polyak")
             risk, probs, grads = evaluation[:3]
         else:
-            logits = attention.logits(problem)
+            logits = attention._logits(problem)
             risk = risk_from_logits(logits, problem, head, loss, stable)
-            probs = torch.softmax(logits.detach(), dim=-1)
         if not bool(torch.isfinite(risk).all()):      # a NaN/inf parameter shows up here too
             raise TrainingError(f"the loss became NaN/inf at step {step}; lower lr or check the data")
         logged_now = step % log_every == 0 or step == steps
         if logged_now:
+            if not closed_form:
+                probs = torch.softmax(logits.detach(), dim=-1)
             log(step, risk, probs)
         if step == steps:
             rows["step"].append(torch.full_like(risk.detach(), float("nan")))
@@ -322,54 +293,3 @@ def _check_start(attention: Attention, problem: Problem, params: list[torch.Tens
                              f"this start (p = {p}); start from a smaller point")
 
 
-def _expand(per_trial: torch.Tensor, core_dims: int) -> torch.Tensor:
-    return per_trial.reshape(*per_trial.shape, *([1] * core_dims))
-
-
-def _length(updates: list[torch.Tensor], core: tuple[int, ...]) -> torch.Tensor:
-    """The length of the whole update per trial (all blocks), without overflow or underflow."""
-    tops = [u.abs().flatten(u.ndim - k).amax(dim=-1) for u, k in zip(updates, core)]
-    top = torch.stack(torch.broadcast_tensors(*tops)).amax(dim=0)
-    safe = torch.where(top > 0, top, torch.ones_like(top))
-    squares = sum((u / _expand(safe, k)).flatten(u.ndim - k).square().sum(-1)
-                  for u, k in zip(updates, core))
-    return safe * squares.sqrt()
-
-
-def _polyak(grads: list[torch.Tensor], core: tuple[int, ...], excess: torch.Tensor,
-            lr: float, max_step: float | None) -> list[torch.Tensor]:
-    """``lr * (L - L*) / ||g||^2 * g`` per trial, with ``||g||`` over all blocks, as a length
-    ``lr (L - L*) / ||g||`` (capped at ``max_step``) times the unit direction ``g / ||g||``, so
-    that a vanishing gradient gives a long step, never inf * 0 (0 where g = 0)."""
-    norm = _length(grads, core)
-    positive = norm > 0
-    safe = torch.where(positive, norm, torch.ones_like(norm))
-    length = torch.where(positive, lr * excess.clamp(min=0) / safe, torch.zeros_like(norm))
-    if max_step is not None:
-        length = length.clamp(max=max_step)
-    top = torch.stack(torch.broadcast_tensors(
-        *[g.abs().flatten(g.ndim - k).amax(dim=-1) for g, k in zip(grads, core)])).amax(dim=0)
-    top = torch.where(top > 0, top, torch.ones_like(top))
-    scale = torch.where(positive, length / (safe / top), torch.zeros_like(norm))
-    return [_expand(scale, k) * (g / _expand(top, k)) for g, k in zip(grads, core)]
-
-
-def _to_dual(theta: torch.Tensor, p: float) -> torch.Tensor:
-    """The mirror map ``grad psi(theta) = sign(theta) |theta|^(p - 1)``."""
-    return (torch.sign(theta) * theta.abs().pow(p - 1)).detach().clone()
-
-
-def _from_dual(u: torch.Tensor, p: float) -> torch.Tensor:
-    """Its inverse ``sign(u) |u|^(1 / (p - 1))``."""
-    return torch.sign(u) * u.abs().pow(1 / (p - 1))
-
-
-def _polar(grad: torch.Tensor) -> torch.Tensor:
-    """``U V^T`` for ``grad = U S V^T`` (batched), keeping only singular values above 1e-12 of
-    the largest (the sign of a zero singular value is 0); computed on the gradient divided by its
-    largest entry, so that tiny exact gradients do not underflow."""
-    top = grad.abs().flatten(-2).amax(-1)[..., None, None]
-    scaled = grad / torch.where(top > 0, top, torch.ones_like(top))
-    U, S, Vh = torch.linalg.svd(scaled, full_matrices=False)
-    keep = (S > 1e-12 * S[..., :1]).to(grad.dtype)
-    return (U * keep.unsqueeze(-2)) @ Vh
