@@ -33,6 +33,7 @@ def cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
         add("smallest_logit_gaps", "type", f"problem={bad!r}", lambda b=bad: A.smallest_logit_gaps(W, b))
         add("ngd_until_gap", "type", f"problem={bad!r}", lambda b=bad: A.ngd_until_gap(b, 10, 0.5, 10.0, 5))
         add("ngd_until_gap", "type", f"lr={bad!r}", lambda b=bad: A.ngd_until_gap(P, 10, b, 10.0, 5))
+        add("att_svm_feasible", "type", f"problem={bad!r}", lambda b=bad: A.att_svm_feasible(b))
     for bad in NON_FINITE:
         add("self_attention_reference", "value", f"X with {bad}",
             lambda b=bad: A.self_attention_reference(torch.eye(3), torch.full((1, 3, 3), b), Y[0], v[0], False))
@@ -65,6 +66,18 @@ def cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     add("ngd_until_gap", "value", "steps 0", lambda: A.ngd_until_gap(P, 0, 0.5, 10.0, 5))
     add("ngd_until_gap", "value", "negative lr", lambda: A.ngd_until_gap(P, 10, -0.5, 10.0, 5))
     add("ngd_until_gap", "value", "problem without trials", lambda: A.ngd_until_gap(P.trial(0), 10, 0.5, 10.0, 5))
+    add("att_svm_feasible", "value", "problem without trials", lambda: A.att_svm_feasible(P.trial(0)))
+    add("att_svm_feasible", "type", "a tensor for the problem", lambda: A.att_svm_feasible(P.X))
+    add("separable_through_origin", "value", "labels 0/1", lambda: A.separable_through_origin([[1.0, 0.0]], [0.0]))
+    add("separable_through_origin", "value", "no points", lambda: A.separable_through_origin(torch.zeros(0, 2), torch.zeros(0)))
+    add("separable_through_origin", "value", "batched labels of the wrong shape",
+        lambda: A.separable_through_origin(torch.ones(3, 2, 2), torch.ones(2, 2)))
+    add("causal_pairs_separable", "value", "batched selection of the wrong shape",
+        lambda: A.causal_pairs_separable(X, torch.zeros(2, 1, 2, dtype=torch.long)))
+    add("separable_through_origin", "correct", "a batch of one separable and one blocked set", checked(
+        lambda: A.separable_through_origin(torch.tensor([[[1.0, 0.0], [-1.0, 0.0]], [[1.0, 0.0], [2.0, 0.0]]]),
+                                           torch.tensor([[1.0, -1.0], [1.0, -1.0]])),
+        lambda r: r.tolist() == [True, False]))
     add("cover_fraction", "correct", "T <= d is always separable", checked(
         lambda: A.cover_fraction(3, 5), lambda r: r == 1.0))
     rng.random()

@@ -390,3 +390,40 @@ def test_restarts_with_a_nonlinear_head():
                                    restarts=2, seed=0, warn=False)
     assert result.iterates.shape == (2, 2, 3, 3) and bool(torch.isfinite(result.iterates).all())
     assert result.start.shape == (2, 2) and int(result.start.max()) <= 4
+
+
+def test_recent_window_keeps_the_sequential_fold_of_no_worse():
+    """The non-monotone test's window (path_descent._Recent) against the plain fold over the last
+    MEMORY scores, on scores built to make no_worse intransitive: risks a few ulps apart (within
+    its rounding allowance), ties, and top tokens that switch between the excess and the risk."""
+    from attnsvm.gradients import Evaluation, no_worse
+    from attnsvm.path_descent import MEMORY, _Recent
+
+    g = torch.Generator().manual_seed(0)
+    trials, n, eps = 64, 3, torch.finfo(torch.float64).eps
+
+    def score():
+        risk = 1.0 + eps * torch.randint(-12, 13, (trials,), generator=g).to(torch.float64)
+        excess = 1e-3 * (1.0 + eps * torch.randint(-12, 13, (trials,), generator=g).to(torch.float64))
+        top = torch.randint(0, 2, (trials, n), generator=g)
+        return Evaluation(risk, torch.empty(0), [], top, excess)
+
+    history = [score()]
+    recent = _Recent(history[0])
+    intransitive = 0
+    for _ in range(40):
+        trial = score()
+        window = history[-MEMORY:]
+        worst = window[0]
+        for other in window[1:]:
+            keep = no_worse(worst, other)
+            worst = Evaluation(torch.where(keep, other.risk, worst.risk), worst.probs, [],
+                               torch.where(keep[:, None], other.top, worst.top),
+                               torch.where(keep, other.excess, worst.excess))
+        expected = no_worse(trial, worst)
+        assert torch.equal(recent.no_worse_than_worst(trial), expected)
+        # the plain maximum would differ where the relation is not transitive
+        intransitive += int((expected != torch.stack([no_worse(trial, w) for w in window]).all(0)).sum())
+        recent.push(trial)
+        history.append(trial)
+    assert intransitive > 0

@@ -103,3 +103,88 @@ def test_bad_inputs_are_refused():
         A.ngd_until_gap(A.Problem.sequence(X, Y, v), 10, 0.5, 10.0, 3)
     with pytest.raises(ValueError, match="700"):
         A.ngd_until_gap(A.Problem.sequence(X, Y, v), 10, 0.5, 800.0, 5)
+
+
+def _verdict(P):
+    """att_svm on one instance: True, False (infeasible) or None (float64 cannot tell)."""
+    try:
+        A.att_svm(P.X, P.Z, P.opt, mask=P.mask)
+        return True
+    except A.InfeasibleError:
+        return False
+    except A.IllConditionedError:
+        return None
+
+
+def test_att_svm_feasible_matches_att_svm_trial_by_trial():
+    X, Y, v = A.random_sequences(2, 4, 2, 40, A.set_seed(7))
+    problems = [A.Problem.sequence(X, Y, v), A.Problem.sequence(X, Y, v, causal=True),
+                A.random_problem(8, 4, 2, trials=40, generator=A.set_seed(8))]
+    own_mask = problems[2].X.new_ones(40, 8, 4, dtype=torch.bool)       # a mask per trial
+    own_mask[::2, :, 0] = False
+    problems.append(A.Problem(problems[2].X, problems[2].Y, problems[2].Z, problems[2].v, own_mask))
+    seen = set()
+    for P in problems:
+        verdicts = A.att_svm_feasible(P)
+        assert verdicts == [_verdict(P.trial(b)) for b in range(40)]
+        seen |= set(verdicts)
+    assert seen >= {True, False}                                  # both verdicts are exercised
+
+
+def test_att_svm_feasible_hard_cases():
+    # trial 0: the same two tokens and query, opposite labels, so each example selects the token
+    # the other one does not: infeasible. Trial 1: near-duplicate tokens 1e-6 apart: a tiny but
+    # real margin, feasible.
+    a, b = [1.0, 0.0], [0.0, 1.0]
+    X = torch.tensor([[[a, b], [a, b]], [[a, [1.0, 1e-6]], [b, [-1.0, 0.0]]]], dtype=torch.float64)
+    Z = torch.tensor([[a, a], [a, b]], dtype=torch.float64)
+    Y = torch.tensor([[1.0, -1.0], [1.0, 1.0]], dtype=torch.float64)
+    P = A.Problem(X, Y, Z, torch.tensor([1.0, 0.3], dtype=torch.float64))
+    assert A.att_svm_feasible(P) == [_verdict(P.trial(0)), _verdict(P.trial(1))] == [False, True]
+
+
+def test_att_svm_feasible_refuses_bad_problems():
+    with pytest.raises(TypeError, match="Problem"):
+        A.att_svm_feasible(torch.zeros(2, 3, 4, 2))
+    with pytest.raises(ValueError, match="one trials dimension"):
+        A.att_svm_feasible(A.random_problem(2, 3, 2, generator=A.set_seed(0)))
+
+
+def test_separability_batches_match_one_set_at_a_time():
+    X, Y, _ = A.random_sequences(2, 3, 4, 30, A.set_seed(9))       # 6 points in R^4 per draw
+    joint = A.separable_through_origin(X.reshape(30, 6, 4), Y.reshape(30, 6))
+    assert joint.shape == (30,) and joint.dtype == torch.bool
+    assert joint.tolist() == [A.separable_through_origin(X[b].reshape(6, 4), Y[b].reshape(6))
+                              for b in range(30)]
+    assert 0 < int(joint.sum()) < 30                               # both verdicts occur
+    each = A.separable_through_origin(X, Y)
+    assert each.shape == (30, 2)
+    assert each.tolist() == [[A.separable_through_origin(X[b, i], Y[b, i]) for i in range(2)]
+                             for b in range(30)]
+    X, _, _ = A.random_sequences(2, 6, 2, 30, A.set_seed(10))
+    sel = torch.randint(0, 6, (30, 2, 6), generator=A.set_seed(10))
+    sel = torch.minimum(sel, torch.arange(6))                       # causal: position k sees t <= k
+    pairs = A.causal_pairs_separable(X, sel)
+    assert pairs.tolist() == [A.causal_pairs_separable(X[b], sel[b]) for b in range(30)]
+    assert 0 < int(pairs.sum()) < 30
+
+
+def test_separable_agrees_with_the_v_svm():
+    """The NNLS shortcut and the v-SVM it stands for give the same verdict."""
+    g = A.set_seed(11)
+    for _ in range(40):
+        pts = torch.randn(6, 2, generator=g, dtype=torch.float64)
+        labels = torch.randint(0, 2, (6,), generator=g).to(torch.float64) * 2 - 1
+        try:
+            A.v_svm(pts[:, None], labels, torch.zeros(6, dtype=torch.long))
+            expect = True
+        except A.InfeasibleError:
+            expect = False
+        assert A.separable_through_origin(pts, labels) == expect
+
+
+def test_separable_refuses_bad_labels_and_empty_sets():
+    with pytest.raises(ValueError, match="-1 or \\+1"):
+        A.separable_through_origin([[1.0, 0.0]], [0.5])
+    with pytest.raises(ValueError, match="m >= 1"):
+        A.separable_through_origin(torch.zeros(0, 2), torch.zeros(0))

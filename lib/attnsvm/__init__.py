@@ -51,6 +51,7 @@ from .selections import (KINDS, OUTCOMES, SVMCache, classify_selections, run_out
                          svm_stack)
 from .sequences import (causal_pairs_separable, cover_fraction, ngd_until_gap, random_sequences,
                         self_attention_reference, separable_through_origin, smallest_logit_gaps)
+from .sequences import att_svm_feasible
 from .solution_set import SolutionSetProbe, probe_solution_set
 from .svm import SVMResult, att_svm, att_svms, is_locally_optimal, p_svm
 from .svm_core import IllConditionedError, InfeasibleError
@@ -108,4 +109,5 @@ __all__ = [
     "DEFAULT_DTYPE", "get_device", "set_seed",
     "__version__",
     "logistic_cv_accuracy",
+    "att_svm_feasible",
 ]

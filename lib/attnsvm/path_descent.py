@@ -48,8 +48,9 @@ def _search_direction(params: list[torch.Tensor], grads: list[torch.Tensor], cor
     residual (0 at a KKT point of the constrained problem; 1 inside the ball), returned too.
     Gradients are first divided by their largest entry: once the softmax saturates they are
     exact but tiny (1e-200), and squaring them would underflow."""
-    top = torch.stack([g.abs().flatten(g.ndim - k).amax(-1) for g, k in zip(grads, core)]).amax(0)
-    top = torch.where(top > 0, top, torch.ones_like(top))
+    tops = [g.abs().flatten(g.ndim - k).amax(-1) for g, k in zip(grads, core)]
+    top = tops[0] if len(tops) == 1 else torch.stack(tops).amax(0)
+    top = torch.where(top > 0, top, 1.0)
     grads = [g / _expand(top, k) for g, k in zip(grads, core)]
     inner = sum((p * g).flatten(p.ndim - k).sum(-1) for p, g, k in zip(params, grads, core))
     pnorm, gnorm = _joint_norm(params, core), _joint_norm(grads, core).clamp_min(1e-300)
@@ -68,7 +69,7 @@ def _search_direction(params: list[torch.Tensor], grads: list[torch.Tensor], cor
         leaving = (direction[0] * inward).flatten(W.ndim - k).sum(-1)   # -step * u leaves if > 0
         cut = on_edge & binding & (leaving > 0)
         direction[0] = direction[0] - _expand(torch.where(cut, leaving, 0.0), k) * inward
-    residual = torch.where(binding, _joint_norm(direction, core), torch.ones_like(gnorm))
+    residual = torch.where(binding, _joint_norm(direction, core), 1.0)
     return direction, torch.where(inner.abs() + gnorm > 1e-300, residual, torch.nan)
 
 
@@ -86,30 +87,74 @@ def _evaluate(attention: Attention, problem: Problem, head: Head | None, loss: s
     return _risk_only(risk.detach(), problem, grads)
 
 
+class _Recent:
+    """The scores (risk, top tokens, excess) of the last ``MEMORY`` accepted points, oldest first,
+    and the non-monotone test against the largest of them.
+
+    The largest is the fold ``worst = other if no_worse(worst, other) else worst`` over the window,
+    oldest first (ties go to the newer point). ``no_worse`` allows rounding, so it need not be
+    transitive, and the fold is kept exactly: ``worst[s]`` is the fold over the entries from ``s``
+    on, for every start ``s`` in the window, so that appending an entry advances every fold by one
+    comparison, and dropping the oldest entry leaves the fold of the next start."""
+
+    def __init__(self, first: Evaluation):
+        self.risk, self.top = first.risk.unsqueeze(0), first.top.unsqueeze(0)
+        self.excess = first.excess.unsqueeze(0)
+        self.worst = torch.zeros_like(self.risk, dtype=torch.long)     # (window, *trials)
+
+    def no_worse_than_worst(self, trial: Evaluation) -> torch.Tensor:
+        """Per trial, ``no_worse(trial, worst)`` for the fold's ``worst`` over the whole window."""
+        versus = no_worse(trial, Evaluation(self.risk, torch.empty(0), [], self.top, self.excess))
+        return versus.gather(0, self.worst[:1]).squeeze(0)
+
+    def push(self, score: Evaluation) -> None:
+        """Append ``score`` (dropping the oldest entry once the window holds ``MEMORY``)."""
+        size = self.risk.shape[0]
+        stacked = Evaluation(self.risk, torch.empty(0), [], self.top, self.excess)
+        replaced = no_worse(stacked, score).gather(0, self.worst)   # no_worse(worst, new)
+        self.worst = torch.cat([torch.where(replaced, size, self.worst),
+                                torch.full_like(self.worst[:1], size)])
+        self.risk = torch.cat([self.risk, score.risk.unsqueeze(0)])
+        self.top = torch.cat([self.top, score.top.unsqueeze(0)])
+        self.excess = torch.cat([self.excess, score.excess.unsqueeze(0)])
+        if size + 1 > MEMORY:
+            self.worst = self.worst[1:] - 1
+            self.risk, self.top, self.excess = self.risk[1:], self.top[1:], self.excess[1:]
+
+
+def _choose(mask: torch.Tensor, a: Evaluation, b: Evaluation) -> Evaluation:
+    """Per trial, the score (risk, top tokens, excess; no gradients) of ``a`` where ``mask``, else
+    of ``b``."""
+    return Evaluation(torch.where(mask, a.risk, b.risk), torch.empty(0), [],
+                      torch.where(mask.unsqueeze(-1), a.top, b.top),
+                      torch.where(mask, a.excess, b.excess))
+
+
 def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[torch.Tensor],
              rho: float, steps: int, initial_step: float, tol: float, sphere: bool,
              cone: tuple[torch.Tensor, float] | None) -> tuple[Evaluation, torch.Tensor]:
     """Projected descent at one radius from ``accepted`` (evaluated as ``best``), per trial;
-    leaves ``attention`` at the best point seen and returns its evaluation and residual."""
+    leaves ``attention`` at the best point seen and returns its score (an evaluation without
+    gradients or probabilities) and residual."""
     params, core = attention.params, attention.core_dims
     with torch.no_grad():
         for p, a in zip(params, accepted):
             p.copy_(a)
         direction, tangential = _search_direction(params, best.grads, core, rho, sphere, cone)
-        norm = _joint_norm(params, core)
-    step = torch.full_like(norm, initial_step * rho)
+    step = torch.full_like(tangential, initial_step * rho)
     # Non-monotone test (Grippo, Lampariello and Lucidi 1986): a step is accepted when its loss
     # is no larger than the largest of the last MEMORY accepted ones, which lets Barzilai-
     # Borwein steps cross curved valleys; the best point seen is what the radius returns.
-    current, recent = best, [best]
-    kept, kept_tangential = [a.clone() for a in accepted], tangential
+    best = Evaluation(best.risk, torch.empty(0), [], best.top, best.excess)
+    current, recent = best, _Recent(best)
+    kept, kept_tangential = list(accepted), tangential      # rebound below, never written to
     for _ in range(steps):
         active = ~(kept_tangential <= 0.1 * tol)        # a trial stops once well converged
         if not bool(active.any()):
             break
         with torch.no_grad():
-            moves = [a - _expand(torch.where(active, step, 0.0), k) * u
-                     for a, u, k in zip(accepted, direction, core)]
+            length = torch.where(active, step, 0.0)
+            moves = [a - _expand(length, k) * u for a, u, k in zip(accepted, direction, core)]
             excess = _joint_norm(moves, core) / rho
             excess = excess if sphere else excess.clamp_min(1.0)
             moves = [m / _expand(excess, k) for m, k in zip(moves, core)]
@@ -119,10 +164,7 @@ def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[to
                 p.copy_(m)
         trial = evaluate()
         with torch.no_grad():
-            worst = recent[0]
-            for other in recent[1:]:
-                worst = _select(no_worse(worst, other), other, worst)
-            accept = no_worse(trial, worst) & active
+            accept = recent.no_worse_than_worst(trial) & active
             new_direction, new_tangential = _search_direction(params, trial.grads, core, rho,
                                                               sphere, cone)
             # Barzilai-Borwein length from the accepted move; halve after a rejection
@@ -132,15 +174,16 @@ def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[to
             ss = sum(a.flatten(a.ndim - k).pow(2).sum(-1) for a, k in zip(s_k, core))
             bb = torch.where(sy > 0, ss / sy.clamp_min(1e-300), 2 * step)
             step = torch.where(accept, bb.clamp(max=0.5 * rho), 0.5 * step)
-            current = _select(accept, trial, current)
-            recent = (recent + [current])[-MEMORY:]
+            current = _choose(accept, trial, current)
+            recent.push(current)
             improved = accept & no_worse(trial, best)
-            best = _select(improved, trial, best)
+            best = _choose(improved, trial, best)
             kept_tangential = torch.where(improved, new_tangential, kept_tangential)
-            for p, a, b, u, v, k in zip(params, accepted, kept, direction, new_direction, core):
-                b.copy_(torch.where(_expand(improved, k), p, b))
-                a.copy_(torch.where(_expand(accept, k), p, a))
-                u.copy_(torch.where(_expand(accept, k), v, u))
+            on_accept = [_expand(accept, k) for k in core]
+            on_improve = [_expand(improved, k) for k in core]
+            kept = [torch.where(i, p, b) for p, b, i in zip(params, kept, on_improve)]
+            accepted = [torch.where(i, p, a) for p, a, i in zip(params, accepted, on_accept)]
+            direction = [torch.where(i, v, u) for u, v, i in zip(direction, new_direction, on_accept)]
     with torch.no_grad():
         for p, b in zip(params, kept):
             p.copy_(b)

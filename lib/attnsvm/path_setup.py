@@ -18,7 +18,7 @@ MAX_RESTARTS = 1000  # random starts per radius, at most
 
 def _joint_norm(tensors: list[torch.Tensor], core: list[int]) -> torch.Tensor:
     squares = [t.flatten(t.ndim - k).pow(2).sum(-1) for t, k in zip(tensors, core)]
-    return torch.stack(squares).sum(0).sqrt()
+    return (squares[0] if len(squares) == 1 else torch.stack(squares).sum(0)).sqrt()
 
 
 def _expand(per_trial: torch.Tensor, k: int) -> torch.Tensor:

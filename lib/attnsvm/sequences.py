@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from .data import Problem
 from .fit import smallest_top_gaps
 from .heads import LOSSES
-from .jointsvm import v_svm
+from .jointsvm import least_distance
 from .models import WAttention
-from .svm_core import InfeasibleError
+from .svm import att_svm
+from .svm_core import IllConditionedError, InfeasibleError
 from .train import train
 from .utils import DEFAULT_DTYPE, as_array, as_tensor, check_count, check_positive
 
@@ -65,38 +67,86 @@ def cover_fraction(T: int, d: int) -> float:
     return 2 * sum(math.comb(T - 1, j) for j in range(d)) / 2 ** T
 
 
-def separable_through_origin(points, labels) -> bool:
+def separable_through_origin(points, labels) -> bool | torch.Tensor:
     """Is there ``a`` with ``labels_j a^T points_j > 0`` for every ``j``? (The v-SVM of the points
-    is feasible.) ``points (m, d)``, ``labels (m,)`` in ``{-1, +1}``."""
+    is feasible, decided exactly by NNLS.) ``points (m, d)``, ``labels (m,)`` in ``{-1, +1}``:
+    a ``bool``; or batches ``points (*B, m, d)``, ``labels (*B, m)``: a boolean tensor ``(*B,)``,
+    one verdict per set. Raises :class:`IllConditionedError` where float64 cannot decide."""
     points, labels = as_tensor(points, "points"), as_tensor(labels, "labels")
-    if points.ndim != 2 or labels.shape != points.shape[:1]:
-        raise ValueError(f"points must be (m, d) and labels (m,); got {tuple(points.shape)}, {tuple(labels.shape)}")
-    try:
-        v_svm(points[:, None], labels, torch.zeros(len(labels), dtype=torch.long))
-        return True
-    except InfeasibleError:
-        return False
+    if points.ndim < 2 or labels.shape != points.shape[:-1]:
+        raise ValueError(f"points must be (*B, m, d) and labels (*B, m); got {tuple(points.shape)}, "
+                         f"{tuple(labels.shape)}")
+    *batch, m, d = points.shape
+    if m < 1 or d < 1:
+        raise ValueError(f"points has shape {tuple(points.shape)}: need m >= 1 points and d >= 1")
+    if not bool(((labels == 1) | (labels == -1)).all()):
+        raise ValueError("labels must be -1 or +1")
+    verdicts = [_separable(x, y) for x, y in zip(_float64(points).reshape(-1, m, d),
+                                                 _float64(labels).reshape(-1, m))]
+    return verdicts[0] if not batch else torch.tensor(verdicts).reshape(batch)
 
 
-def causal_pairs_separable(X, selection) -> bool:
+def _float64(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.detach().to(device="cpu", dtype=torch.float64).numpy()
+
+
+def _separable(points: np.ndarray, signs: np.ndarray) -> bool:
+    """The feasibility test of the v-SVM (:func:`attnsvm.v_svm` on one token per example):
+    ``{a : signs_j a^T points_j >= 1}`` is non-empty."""
+    return least_distance(signs[:, None] * points, np.ones(len(signs))) is not None
+
+
+def causal_pairs_separable(X, selection) -> bool | torch.Tensor:
     """The chapter's necessary condition for the causal sequence SVM of a selection: for every
     sequence ``i`` and selected tokens ``j < j2``, the positions ``k >= j2`` (they see both) that
     select ``j`` and those that select ``j2`` are separable through the origin. ``X (n, T, d)``,
-    ``selection (n, T)`` (position 0 is ignored: it sees one token)."""
+    ``selection (n, T)`` (position 0 is ignored: it sees one token): a ``bool``; or batches
+    ``X (*B, n, T, d)``, ``selection (*B, n, T)``: a boolean tensor ``(*B,)``."""
     X, sel = as_tensor(X, "X"), as_array(selection, "selection")
-    if X.ndim != 3 or tuple(sel.shape) != tuple(X.shape[:2]) or sel.is_floating_point():
-        raise ValueError(f"X must be (n, T, d) and selection (n, T) integer; got {tuple(X.shape)}, "
-                         f"{tuple(sel.shape)} {sel.dtype}")
-    n, T, _ = X.shape
-    for i in range(n):
+    if X.ndim < 3 or tuple(sel.shape) != tuple(X.shape[:-1]) or sel.is_floating_point():
+        raise ValueError(f"X must be (*B, n, T, d) and selection (*B, n, T) integer; got "
+                         f"{tuple(X.shape)}, {tuple(sel.shape)} {sel.dtype}")
+    *batch, n, T, d = X.shape
+    verdicts = [_pairs_separable(x, s) for x, s in zip(_float64(X).reshape(-1, n, T, d),
+                                                       sel.cpu().numpy().reshape(-1, n, T))]
+    return verdicts[0] if not batch else torch.tensor(verdicts).reshape(batch)
+
+
+def _pairs_separable(X: np.ndarray, sel: np.ndarray) -> bool:
+    """:func:`causal_pairs_separable` of one instance ``X (n, T, d)``, ``sel (n, T)``."""
+    for i in range(X.shape[0]):
         chosen = sorted(set(sel[i, 1:].tolist()))
         for a, j in enumerate(chosen):
             for j2 in chosen[a + 1:]:
-                pos = [k for k in range(j2, T) if int(sel[i, k]) in (j, j2)]
-                signs = torch.tensor([1.0 if int(sel[i, k]) == j else -1.0 for k in pos], dtype=X.dtype)
-                if 0 < int((signs > 0).sum()) < len(pos) and not separable_through_origin(X[i, pos], signs):
+                pos = j2 + np.flatnonzero((sel[i, j2:] == j) | (sel[i, j2:] == j2))
+                signs = np.where(sel[i, pos] == j, 1.0, -1.0)
+                if 0 < int((signs > 0).sum()) < len(pos) and not _separable(X[i, pos], signs):
                     return False
     return True
+
+
+def att_svm_feasible(problem: Problem) -> list[bool | None]:
+    """Per trial of ``problem`` (one trials dimension): is the Att-SVM of its optimal tokens
+    (:attr:`Problem.opt`) feasible, honouring the problem's mask? ``True``/``False`` as
+    :func:`attnsvm.att_svm` solves or raises :class:`InfeasibleError`; ``None`` where float64
+    cannot decide (it raises :class:`IllConditionedError`). The same verdicts as ``att_svm`` on
+    ``problem.trial(b)`` for every ``b``, without building the trials."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
+    if len(problem.batch_shape) != 1:
+        raise ValueError(f"problem must have one trials dimension, got X {tuple(problem.X.shape)}")
+    opt, mask = problem.opt, problem.mask
+    verdicts = []
+    for b in range(problem.batch_shape[0]):
+        try:
+            att_svm(problem.X[b], problem.Z[b], opt[b],
+                    mask=mask if mask is None or mask.ndim == 2 else mask[b])
+            verdicts.append(True)
+        except InfeasibleError:
+            verdicts.append(False)
+        except IllConditionedError:
+            verdicts.append(None)
+    return verdicts
 
 
 def smallest_logit_gaps(W, problem: Problem) -> torch.Tensor:
