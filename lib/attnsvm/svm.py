@@ -165,6 +165,21 @@ def att_svms(problem: Problem, alpha, norm: str = "fro", rank_tol: float = 1e-5,
             for inst, (core, accuracy) in zip(instances, solved)]
 
 
+def _feasibility(X, Z, alpha, mask=None) -> bool | None:
+    """The verdict :func:`att_svm` (Frobenius, default solver) reaches on one instance, without
+    assembling its result: True (solved), False (it raises :class:`InfeasibleError`) or None
+    (:class:`IllConditionedError`, float64 cannot decide)."""
+    instance = _reduce(X, Z, alpha, mask)
+    try:
+        start, scale = _screen(instance.features)
+        _solve_screened(instance.features, start, scale, instance.shape, "fro", "CLARABEL")
+    except InfeasibleError:
+        return False
+    except IllConditionedError:
+        return None
+    return True
+
+
 def _assemble(instance: _Instance, core: np.ndarray, accuracy: str, norm: str, rank_tol: float,
               support_tol: float) -> SVMResult:
     """The :class:`SVMResult` of an instance from its solved core ``M`` (``W = left M right^T``)."""
