@@ -14,13 +14,12 @@ from .a6 import A6Study, a6_study, attention_probabilities, gen_svm_violation
 from .basin import (TrapInstance, angle_between, basin_labels, basin_map, empirical_cones,
                     initial_gradient_norms, local_trap_instance, polar_starts, repeat_instance)
 from .data import Problem, figure_problem, random_problem
-from .digits import TranslatedDigits, digit_patches, patch_tokens, place_on_canvas, translated_digits
-from .digits import logistic_cv_accuracy
+from .digits import (TranslatedDigits, digit_patches, logistic_cv_accuracy, patch_tokens, place_on_canvas,
+                     translated_digits)
 from .duality import constraint_features, kkt_multipliers
 from .fit import (NormSVMCache, accuracy, attention_entropy, logit_gaps, margin_ratio, smallest_margin,
                   train_recorded, train_until_gap)
 from .gensvm import GenSVMResult, finite_part, gen_svm, selected_sets
-from .svm_eq import svm_eq_fit
 from .gradients import excess_risk, optimal_risk
 from .graph_descent import (GraphHistory, graph_finite_part, graph_gradient_descent,
                             graph_gradient_descent_batch, graph_loss, graph_project)
@@ -49,19 +48,20 @@ from .report import KINDS_OF_CLAIM, claim, format_share, format_table, proportio
 from .scale import at_scale, scale
 from .selections import (KINDS, OUTCOMES, SVMCache, classify_selections, run_outcomes, selection_kind,
                          svm_stack)
-from .sequences import (causal_pairs_separable, cover_fraction, ngd_until_gap, random_sequences,
-                        self_attention_reference, separable_through_origin, smallest_logit_gaps)
-from .sequences import att_svm_feasible
+from .sequences import (att_svm_feasible, causal_pairs_separable, cover_fraction, ngd_until_gap,
+                        random_sequences, self_attention_reference, separable_through_origin,
+                        smallest_logit_gaps)
 from .solution_set import SolutionSetProbe, probe_solution_set
 from .svm import SVMResult, att_svm, att_svms, is_locally_optimal, p_svm
 from .svm_core import IllConditionedError, InfeasibleError
+from .svm_eq import svm_eq_fit
 from .train import History, TrainingError, block_normalize, train
 from .utils import DEFAULT_DTYPE, get_device, set_seed
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "A4_D", "A4_PAPER", "A4Comparison", "a4_budgets", "a4_compare", "a4_grid", "a4_runs", "a4_seed",
+    "A4Comparison", "A4_D", "A4_PAPER", "a4_budgets", "a4_compare", "a4_grid", "a4_runs", "a4_seed",
     "ngd_outcomes", "opt_feasible", "outcome_counts", "outcomes_by_threshold", "seeded_instances",
     "A5_D", "A5_INSTANCES", "A5_SETTINGS", "RankRow", "a5_instances", "a5_rank_study", "rank_rows",
     "A6Study", "a6_study", "attention_probabilities", "gen_svm_violation",
@@ -69,13 +69,14 @@ __all__ = [
     "initial_gradient_norms", "local_trap_instance", "polar_starts", "repeat_instance",
     "Problem", "figure_problem", "random_problem",
     "TranslatedDigits", "digit_patches", "patch_tokens", "place_on_canvas", "translated_digits",
+    "logistic_cv_accuracy",
     "constraint_features", "kkt_multipliers",
-    "NormSVMCache", "accuracy", "attention_entropy", "margin_ratio", "logit_gaps", "smallest_margin",
+    "NormSVMCache", "accuracy", "attention_entropy", "logit_gaps", "margin_ratio", "smallest_margin",
     "train_recorded", "train_until_gap",
-    "GenSVMResult", "finite_part", "gen_svm", "selected_sets", "svm_eq_fit",
+    "GenSVMResult", "finite_part", "gen_svm", "selected_sets",
     "excess_risk", "optimal_risk",
-    "GraphHistory", "graph_finite_part", "graph_gradient_descent", "graph_loss", "graph_project",
-    "graph_gradient_descent_batch",
+    "GraphHistory", "graph_finite_part", "graph_gradient_descent", "graph_gradient_descent_batch",
+    "graph_loss", "graph_project",
     "GraphSVMResult", "TokenData", "graph_svm", "priority_graphs", "priority_sccs", "score_gaps",
     "token_data",
     "LOSSES", "LinearHead", "MLPHead", "PenalizedHead", "attention_output", "empirical_risk", "predict",
@@ -85,8 +86,8 @@ __all__ = [
     "corr", "is_global", "max_probability", "numerical_rank", "probability_off", "probability_on",
     "selected_tokens",
     "Attention", "DiagonalAttention", "KQAttention", "PromptAttention", "WAttention",
-    "NTPData", "NTPHistory", "ntp_data", "ntp_finite_part", "ntp_gradient_descent", "ntp_loss",
-    "ntp_project", "ntp_svm", "ntp_gradient_descent_batch",
+    "NTPData", "NTPHistory", "ntp_data", "ntp_finite_part", "ntp_gradient_descent",
+    "ntp_gradient_descent_batch", "ntp_loss", "ntp_project", "ntp_svm",
     "matrix_norm", "norm_svm",
     "FirstOrderNuclear", "NuclearDual", "first_order_nuclear_svm", "nuclear_dual",
     "PathResult", "PathWarning", "regularization_path",
@@ -101,13 +102,12 @@ __all__ = [
     "at_scale", "scale",
     "KINDS", "OUTCOMES", "SVMCache", "classify_selections", "run_outcomes", "selection_kind", "svm_stack",
     "causal_pairs_separable", "cover_fraction", "ngd_until_gap", "random_sequences",
-    "self_attention_reference", "separable_through_origin", "smallest_logit_gaps",
+    "self_attention_reference", "separable_through_origin", "smallest_logit_gaps", "att_svm_feasible",
     "SolutionSetProbe", "probe_solution_set",
     "SVMResult", "att_svm", "att_svms", "is_locally_optimal", "p_svm",
     "IllConditionedError", "InfeasibleError",
+    "svm_eq_fit",
     "History", "TrainingError", "block_normalize", "train",
     "DEFAULT_DTYPE", "get_device", "set_seed",
     "__version__",
-    "logistic_cv_accuracy",
-    "att_svm_feasible",
 ]
