@@ -14,6 +14,32 @@ F64 = torch.float64
 
 # --- seeded instances and runs ---------------------------------------------------------------------
 
+@pytest.fixture(autouse=True)
+def empty_memory_of_solved_svms():
+    """Each test starts with selections' memory of solved Att-SVMs empty (no order dependence)."""
+    selections._SOLVED.clear()
+    selections._SOLVED_BYTES[0] = 0
+    yield
+    selections._SOLVED.clear()
+    selections._SOLVED_BYTES[0] = 0
+
+
+def test_a_remembered_result_changed_by_its_caller_does_not_change_later_answers():
+    P = A.random_problem(2, 3, 4, generator=A.set_seed(5))
+    first = A.classify_selections(P)
+    for kind, result in first.values():           # a caller editing what it got, in place
+        if result is not None:
+            result.W.mul_(0)
+            result.support.fill_(not bool(result.support.any()))
+            result.margins.fill_(0.0)
+    assert {alpha: kind for alpha, (kind, _) in A.classify_selections(P).items()} == \
+        {alpha: kind for alpha, (kind, _) in first.items()}
+    for alpha, (kind, result) in A.classify_selections(P).items():
+        if result is not None:
+            fresh = A.att_svm(P.X, P.Z, torch.tensor(alpha))
+            assert torch.equal(result.W, fresh.W) and torch.equal(result.support, fresh.support)
+
+
 def test_seeded_instances_slices_one_draw():
     P, g = A.seeded_instances(3, 4, 5, 7, 10, drawn=50)
     head, g2 = A.seeded_instances(3, 4, 5, 7, 4, drawn=50)

@@ -15,13 +15,14 @@ from attnsvm.nuclear_ipm import GAP_TOL, certified_nuclear_svms
 F64 = torch.float64
 
 
-def _reference(U: np.ndarray, V: np.ndarray) -> float:
-    """min ||W||_* s.t. u_k^T W v_k >= 1, by cvxpy's normNuc atom (primal, all p x q matrices)."""
+def _reference(U: np.ndarray, V: np.ndarray, with_W: bool = False):
+    """min ||W||_* s.t. u_k^T W v_k >= 1, by cvxpy's normNuc atom (primal, all p x q matrices):
+    the optimum, and with ``with_W`` the solution too."""
     W = cp.Variable((U.shape[1], V.shape[1]))
     constraints = [cp.sum(cp.multiply(W, np.outer(u, v))) >= 1 for u, v in zip(U, V)]
     problem = cp.Problem(cp.Minimize(cp.normNuc(W)), constraints)
     problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
-    return float(problem.value)
+    return (float(problem.value), W.value) if with_W else float(problem.value)
 
 
 def _random_batch(B, m, p, q, seed):
@@ -53,7 +54,12 @@ def test_matches_an_independent_solver_with_a_certificate(m, p, q):
         value = float(torch.linalg.svdvals(W).sum())
         assert value == pytest.approx(certificate.value, rel=1e-12)
         assert float(lam.sum()) <= value and certificate.gap <= GAP_TOL          # weak duality
-        assert value == pytest.approx(_reference(U[b].numpy(), V[b].numpy()), rel=1e-7)
+        optimum, W_ref = _reference(U[b].numpy(), V[b].numpy(), with_W=True)
+        assert value == pytest.approx(optimum, rel=1e-7)
+        # generic instances have one solution: W itself, and its rank, are the reference's
+        W_ref = torch.from_numpy(W_ref)
+        assert float((W - W_ref).norm() / W_ref.norm()) < 1e-4
+        assert int(A.numerical_rank(W, 1e-5)) == int(A.numerical_rank(W_ref, 1e-5))
 
 
 def test_closed_forms():
@@ -75,6 +81,9 @@ def test_a_batch_gives_what_each_instance_gives_alone():
     for b in range(6):
         (alone,) = certified_nuclear_svms(U[b:b + 1], V[b:b + 1])
         assert alone.value == pytest.approx(together[b].value, rel=1e-9)
+        # not only the certified value: the same matrix, to the method's accuracy, and rank
+        assert float((alone.W - together[b].W).norm() / alone.W.norm()) < 1e-6
+        assert int(A.numerical_rank(alone.W, 1e-5)) == int(A.numerical_rank(together[b].W, 1e-5))
 
 
 def test_no_certificate_without_a_solution():
@@ -136,6 +145,7 @@ def test_att_svms_nuclear_against_the_full_primal():
             V = P.Z[b][:, None, :].expand(n, T, d)[keep].numpy()
             assert result.objective == pytest.approx(_reference(U, V), rel=1e-6)
             assert float(result.margins.min()) >= 1 - 1e-9
+            assert result.accuracy == "certified"            # answered by the method under test
             checked += 1
     assert checked >= 8
 

@@ -4,16 +4,17 @@ For each setting ``(n, T, d)`` the study draws 100 instances with ``random_probl
 setting alone, so every setting is reproducible on its own and in any order), takes the selection
 ``alpha = opt``, and records per instance: whether Att-SVM is feasible, the ranks of the Frobenius
 solution ``W^mm`` (exact, :func:`~attnsvm.att_svm`) and of the nuclear solution ``W^mm_*``
-(all feasible instances of a setting in one batched interior-point run, each answer certified,
-:func:`~attnsvm.att_svms`), the gap between the last kept and first dropped singular value of
-``W^mm_*``, the norm and support of ``W^mm``, and the rank that the authors' method reports
+(all feasible instances of a setting in one batched interior-point run, each answer certified or,
+without a certificate, Clarabel's: :func:`~attnsvm.att_svms`), the ratio of the last kept to the
+first dropped singular value of ``W^mm_*`` (the dropped ones are solver residue: the ratio depends
+on the solver, the rank does not), the norm and support of ``W^mm``, and the rank that the authors' method reports
 (:func:`~attnsvm.first_order_nuclear_svm`: SCS at its defaults, singular values above ``1e-7``
 counted; an infeasible instance, or one where SCS returns nothing, counts as rank 1 there, as in their
 figure). Paper A, Section 4 (Figure of the ranks) and THEORY.md section 4 (A5).
 
 The settings are independent, so :func:`a5_rank_study` can spread them over several processes
-(``workers``): each instance is solved from scratch (no warm start), so the answers do not depend
-on the number of workers or on the order of the solves.
+(``workers``): each setting is solved from scratch (no warm start), so the answers do not depend
+on the number of workers or on the order of the settings.
 """
 
 from __future__ import annotations

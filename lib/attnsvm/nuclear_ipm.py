@@ -85,7 +85,7 @@ def _schur_complement(U, V, X, Zi, p: int) -> torch.Tensor:
 def _certify(U, V, W, lam):
     """Per instance: ``W`` divided by its smallest margin (feasible), ``lam`` clipped at 0 and
     divided by ``||S(lam)||_op`` (dual feasible), their objectives and the relative gap (inf where
-    either scaling is impossible)."""
+    either scaling is impossible, or where the gap is negative beyond rounding)."""
     margin = ((U @ W) * V).sum(dim=-1).min(dim=1).values
     lam = lam.clamp(min=0.0)
     spectral = torch.linalg.matrix_norm((U * lam[..., None]).mT @ V, ord=2)
@@ -93,7 +93,9 @@ def _certify(U, V, W, lam):
     W = W / torch.where(ok, margin, 1.0)[:, None, None]
     lam = lam / torch.where(ok, spectral, 1.0)[:, None]
     value, bound = torch.linalg.svdvals(W).sum(dim=1), lam.sum(dim=1)
-    gap = torch.where(ok, (value - bound) / value, torch.inf)
+    gap = (value - bound) / value
+    # weak duality makes the gap >= 0 up to rounding; a negative one would be an error: refused
+    gap = torch.where(ok & (gap >= -1e-12), gap, torch.inf)
     return W, lam, value, bound, gap
 
 
@@ -192,6 +194,13 @@ def certified_nuclear_svms(U: torch.Tensor, V: torch.Tensor) -> list[NuclearCert
     rank one: ``u_k`` a token difference, ``v_k`` its query); each instance gets its certificate, or
     None where the iteration failed or the certificate's relative gap exceeds ``GAP_TOL`` (solve
     that one otherwise).
+
+    The certificate bounds the objective, not ``W`` itself nor its rank: where the solution set
+    holds more than one matrix, ``W`` is the interior-point method's (near the analytic centre of
+    the optimal face). The method is not scale-invariant: it expects data whose solution has norm
+    ~1 (``att_svms`` rescales by the least-norm point first); far from that scale, or with
+    duplicated constraints (a singular Schur complement), it returns None. A step that breaks down
+    numerically stops the iteration for the whole batch, keeping the certificates found so far.
     """
     U, V = torch.as_tensor(U, dtype=torch.float64), torch.as_tensor(V, dtype=torch.float64)
     if (U.ndim != 3 or V.ndim != 3 or U.shape[:2] != V.shape[:2] or 0 in U.shape or 0 in V.shape

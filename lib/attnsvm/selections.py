@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import OrderedDict
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -70,7 +71,8 @@ def _solved(X: torch.Tensor, Z: torch.Tensor, mask: torch.Tensor | None, alpha: 
            None if mask is None else mask.numpy().tobytes(), alpha, norm)
     if key in _SOLVED:
         _SOLVED.move_to_end(key)
-        return _SOLVED[key][:2]
+        status, result, _ = _SOLVED[key]
+        return status, _copy(result)
     try:
         status, result = "solved", att_svm(X, Z, torch.tensor(alpha, dtype=torch.int64), norm, mask=mask)
     except InfeasibleError:
@@ -78,11 +80,18 @@ def _solved(X: torch.Tensor, Z: torch.Tensor, mask: torch.Tensor | None, alpha: 
     except IllConditionedError:
         status, result = "ill-conditioned", None
     size = len(key[2]) + len(key[3]) + (0 if result is None else 8 * (result.W.numel() + 2 * result.margins.numel()))
-    _SOLVED[key] = status, result, size
+    _SOLVED[key] = status, _copy(result), size        # a caller may change its copy in place
     _SOLVED_BYTES[0] += size
     while len(_SOLVED) > SOLVED_MEMORY[0] or _SOLVED_BYTES[0] > SOLVED_MEMORY[1]:
         _SOLVED_BYTES[0] -= _SOLVED.popitem(last=False)[1][2]
     return status, result
+
+
+def _copy(result: SVMResult | None) -> SVMResult | None:
+    """A copy of a remembered result whose tensors the caller may change without touching it."""
+    return None if result is None else replace(result, W=result.W.clone(),
+                                               margins=result.margins.clone(),
+                                               support=result.support.clone())
 
 
 def _solve_kind(X: torch.Tensor, Z: torch.Tensor, mask: torch.Tensor | None, scores: np.ndarray,

@@ -16,7 +16,8 @@ from .fit import smallest_top_gaps
 from .heads import LOSSES
 from .jointsvm import least_distance
 from .models import WAttention
-from .svm import _feasibility
+from .svm import att_svm
+from .svm_core import IllConditionedError, InfeasibleError
 from .train import train
 from .utils import DEFAULT_DTYPE, as_array, as_tensor, check_count, check_positive
 
@@ -135,9 +136,17 @@ def att_svm_feasible(problem: Problem) -> list[bool | None]:
     if len(problem.batch_shape) != 1:
         raise ValueError(f"problem must have one trials dimension, got X {tuple(problem.X.shape)}")
     opt, mask = problem.opt, problem.mask
-    return [_feasibility(problem.X[b], problem.Z[b], opt[b],
-                         mask if mask is None or mask.ndim == 2 else mask[b])
-            for b in range(problem.batch_shape[0])]
+    verdicts = []
+    for b in range(problem.batch_shape[0]):
+        try:
+            att_svm(problem.X[b], problem.Z[b], opt[b],
+                    mask=mask if mask is None or mask.ndim == 2 else mask[b])
+            verdicts.append(True)
+        except InfeasibleError:
+            verdicts.append(False)
+        except IllConditionedError:
+            verdicts.append(None)
+    return verdicts
 
 
 def smallest_logit_gaps(W, problem: Problem) -> torch.Tensor:

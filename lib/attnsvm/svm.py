@@ -10,8 +10,9 @@ hard-margin SVM on rank-one outer-product features, solved in the subspace that 
 least-norm point is the Frobenius solution and sets the scale handed to the other solvers; the
 nuclear norm goes to the interior-point solver Clarabel, or, for many instances at once
 (:func:`att_svms`), to a certified primal-dual interior-point method (``nuclear_ipm``), with
-Clarabel where it has no certificate (all in ``svm_core``). An explicit first-order solver (SCS, cvxpy's default for nuclear norms) can be
-asked for: it leaves ~1e-5 residue in the singular values. An infeasible problem raises
+Clarabel where it has no certificate (all in ``svm_core``). An explicit first-order solver (SCS,
+cvxpy's default for nuclear norms) can be asked for: it leaves ~1e-5 residue in the singular
+values. An infeasible problem raises
 :class:`InfeasibleError` naming the example that blocks it.
 """
 
@@ -47,9 +48,10 @@ class SVMResult:
             set may then hold more than one point and ``W`` is one of them; True otherwise.
         accuracy: how ``W`` was obtained. ``"exact"``: an exact least-distance (NNLS) solve,
             correct to float64 rounding (Frobenius); ``"certified"``: the nuclear norm by the
-            library's primal-dual interior-point method, ``W`` meeting every constraint and a
-            dual point bounding the optimum within 1e-9 relative of ``||W||_*``; ``"polished"``: an interior-point solve
-            polished by Newton's method on the active constraints and certified by its dual, ``W``
+            library's primal-dual interior-point method (:func:`att_svms`), ``W`` meeting every
+            constraint and a dual point bounding the optimum within 1e-9 relative of ``||W||_*``
+            (the objective is certified, not ``W`` itself: see ``att_svms``); ``"polished"``: an
+            interior-point solve polished by Newton's method on the active constraints and certified by its dual, ``W``
             correct to about 1e-9 relative (lp with 1 < p < inf, see ``norm_svm``); ``"solver"``:
             the interior-point answer as returned, its objective accurate to the solver's
             tolerance (~1e-8 relative) and ``W`` to what a flat objective allows.
@@ -128,12 +130,17 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
 
 def att_svms(problem: Problem, alpha, norm: str = "fro", rank_tol: float = 1e-5,
              support_tol: float = 1e-5) -> list[SVMResult]:
-    """:func:`att_svm` (default solver) for every instance of a batched ``problem``
-    ``(B, n, T, d)`` and its selection ``alpha[b]`` ``(B, n)``, honouring the problem's mask.
-    Att-SVM* instances of one size are solved together (one batched interior-point run, each
-    answer certified, ``accuracy="certified"``; :mod:`attnsvm.nuclear_ipm`), so many nuclear
-    problems cost a fraction of solving each alone; an instance without a certificate goes to
-    Clarabel as in :func:`att_svm`. Raises :class:`InfeasibleError` naming the first infeasible trial."""
+    """Att-SVM (``"fro"``) or Att-SVM* (``"nuc"``) of every instance of a batched ``problem``
+    ``(B, n, T, d)`` for its selection ``alpha[b]`` ``(B, n)``, honouring the problem's mask: the
+    problems :func:`att_svm` solves, with the same checks and errors. The Frobenius answers are
+    :func:`att_svm`'s exactly. Att-SVM* instances of one size are solved together (one batched
+    interior-point run, :mod:`attnsvm.nuclear_ipm`; ``accuracy="certified"``), so many nuclear
+    problems cost a fraction of solving each alone; an instance without a certificate (e.g.
+    nearly infeasible, or with duplicated constraints) goes to Clarabel as in :func:`att_svm`
+    (``accuracy="solver"``). Two solvers, so the answers agree with :func:`att_svm`'s to their
+    accuracy, not bit for bit: the objective to ~1e-9 relative, ``W`` to ~1e-6 (its rounding can
+    depend on the instance's place in the batch), and where the support or the rank sits at its
+    tolerance (degenerate instances) they may differ. Raises :class:`InfeasibleError` naming the first infeasible trial."""
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     if len(problem.batch_shape) != 1:
@@ -163,21 +170,6 @@ def att_svms(problem: Problem, alpha, norm: str = "fro", rank_tol: float = 1e-5,
                   for inst, (start, scale) in zip(instances, screened)]
     return [_assemble(inst, core, accuracy, norm, rank_tol, support_tol)
             for inst, (core, accuracy) in zip(instances, solved)]
-
-
-def _feasibility(X, Z, alpha, mask=None) -> bool | None:
-    """The verdict :func:`att_svm` (Frobenius, default solver) reaches on one instance, without
-    assembling its result: True (solved), False (it raises :class:`InfeasibleError`) or None
-    (:class:`IllConditionedError`, float64 cannot decide)."""
-    instance = _reduce(X, Z, alpha, mask)
-    try:
-        start, scale = _screen(instance.features)
-        _solve_screened(instance.features, start, scale, instance.shape, "fro", "CLARABEL")
-    except InfeasibleError:
-        return False
-    except IllConditionedError:
-        return None
-    return True
 
 
 def _assemble(instance: _Instance, core: np.ndarray, accuracy: str, norm: str, rank_tol: float,
