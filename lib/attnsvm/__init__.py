@@ -48,11 +48,10 @@ from .report import KINDS_OF_CLAIM, claim, format_share, format_table, proportio
 from .scale import at_scale, scale
 from .selections import (KINDS, OUTCOMES, SVMCache, classify_selections, run_outcomes, selection_kind,
                          svm_stack)
-from .sequences import (att_svm_feasible, causal_pairs_separable, cover_fraction, ngd_until_gap,
-                        random_sequences, self_attention_reference, separable_through_origin,
-                        smallest_logit_gaps)
+from .sequences import (causal_pairs_separable, cover_fraction, ngd_until_gap, random_sequences,
+                        self_attention_reference, separable_through_origin, smallest_logit_gaps)
 from .solution_set import SolutionSetProbe, probe_solution_set
-from .svm import SVMResult, att_svm, att_svms, is_locally_optimal, p_svm
+from .svm import SVMResult, att_svm, att_svm_feasible, att_svms, is_locally_optimal, p_svm
 from .svm_core import IllConditionedError, InfeasibleError
 from .svm_eq import svm_eq_fit
 from .train import History, TrainingError, block_normalize, train
@@ -68,8 +67,8 @@ __all__ = [
     "TrapInstance", "angle_between", "basin_labels", "basin_map", "empirical_cones",
     "initial_gradient_norms", "local_trap_instance", "polar_starts", "repeat_instance",
     "Problem", "figure_problem", "random_problem",
-    "TranslatedDigits", "digit_patches", "patch_tokens", "place_on_canvas", "translated_digits",
-    "logistic_cv_accuracy",
+    "TranslatedDigits", "digit_patches", "logistic_cv_accuracy", "patch_tokens", "place_on_canvas",
+    "translated_digits",
     "constraint_features", "kkt_multipliers",
     "NormSVMCache", "accuracy", "attention_entropy", "logit_gaps", "margin_ratio", "smallest_margin",
     "train_recorded", "train_until_gap",
@@ -102,9 +101,9 @@ __all__ = [
     "at_scale", "scale",
     "KINDS", "OUTCOMES", "SVMCache", "classify_selections", "run_outcomes", "selection_kind", "svm_stack",
     "causal_pairs_separable", "cover_fraction", "ngd_until_gap", "random_sequences",
-    "self_attention_reference", "separable_through_origin", "smallest_logit_gaps", "att_svm_feasible",
+    "self_attention_reference", "separable_through_origin", "smallest_logit_gaps",
     "SolutionSetProbe", "probe_solution_set",
-    "SVMResult", "att_svm", "att_svms", "is_locally_optimal", "p_svm",
+    "SVMResult", "att_svm", "att_svm_feasible", "att_svms", "is_locally_optimal", "p_svm",
     "IllConditionedError", "InfeasibleError",
     "svm_eq_fit",
     "History", "TrainingError", "block_normalize", "train",

@@ -29,8 +29,8 @@ from .data import Problem, random_problem
 from .models import WAttention
 from .report import proportion_interval
 from .selections import OUTCOMES, check_saturation, run_outcomes
-from .svm import att_svm
-from .svm_core import InfeasibleError
+from .svm import att_svm_feasible
+from .svm_core import IllConditionedError
 from .utils import DEFAULT_DTYPE, as_tensor, check_count, check_positive, check_seed, set_seed
 
 A4_D = (2, 3, 4, 5, 10, 20)
@@ -133,17 +133,11 @@ def opt_feasible(problem: Problem) -> torch.Tensor:
     minimise the risk"): an upper bound on A4's global bar."""
     if not isinstance(problem, Problem) or len(problem.batch_shape) != 1:
         raise ValueError("opt_feasible needs an attnsvm Problem with one trials dimension (B, n, T, d)")
-    problem = problem.to("cpu")            # opt and the masks once, not a Problem per trial
-    opt, mask = problem.opt, problem.mask
-    feasible = []
-    for b in range(problem.batch_shape[0]):
-        try:
-            att_svm(problem.X[b], problem.Z[b], opt[b],
-                    mask=mask if mask is None or mask.ndim == 2 else mask[b])
-            feasible.append(True)
-        except InfeasibleError:
-            feasible.append(False)
-    return torch.tensor(feasible)
+    verdicts = att_svm_feasible(problem)
+    if None in verdicts:
+        raise IllConditionedError(f"trial {verdicts.index(None)}: float64 cannot decide whether "
+                                  "Att-SVM(opt) is feasible (margins at the data's rounding level)")
+    return torch.tensor(verdicts)
 
 
 def a4_seed(n: int, T: int, d: int) -> int:

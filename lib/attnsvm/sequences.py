@@ -16,8 +16,6 @@ from .fit import smallest_top_gaps
 from .heads import LOSSES
 from .jointsvm import least_distance
 from .models import WAttention
-from .svm import att_svm
-from .svm_core import IllConditionedError, InfeasibleError
 from .train import train
 from .utils import DEFAULT_DTYPE, as_array, as_tensor, check_count, check_positive
 
@@ -123,30 +121,6 @@ def _pairs_separable(X: np.ndarray, sel: np.ndarray) -> bool:
                 if 0 < int((signs > 0).sum()) < len(pos) and not _separable(X[i, pos], signs):
                     return False
     return True
-
-
-def att_svm_feasible(problem: Problem) -> list[bool | None]:
-    """Per trial of ``problem`` (one trials dimension): is the Att-SVM of its optimal tokens
-    (:attr:`Problem.opt`) feasible, honouring the problem's mask? ``True``/``False`` as
-    :func:`attnsvm.att_svm` solves or raises :class:`InfeasibleError`; ``None`` where float64
-    cannot decide (it raises :class:`IllConditionedError`). The same verdicts as ``att_svm`` on
-    ``problem.trial(b)`` for every ``b``, without building the trials."""
-    if not isinstance(problem, Problem):
-        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
-    if len(problem.batch_shape) != 1:
-        raise ValueError(f"problem must have one trials dimension, got X {tuple(problem.X.shape)}")
-    opt, mask = problem.opt, problem.mask
-    verdicts = []
-    for b in range(problem.batch_shape[0]):
-        try:
-            att_svm(problem.X[b], problem.Z[b], opt[b],
-                    mask=mask if mask is None or mask.ndim == 2 else mask[b])
-            verdicts.append(True)
-        except InfeasibleError:
-            verdicts.append(False)
-        except IllConditionedError:
-            verdicts.append(None)
-    return verdicts
 
 
 def smallest_logit_gaps(W, problem: Problem) -> torch.Tensor:

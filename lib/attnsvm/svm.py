@@ -185,6 +185,30 @@ def _assemble(instance: _Instance, core: np.ndarray, accuracy: str, norm: str, r
                    unique=norm == "fro", accuracy=accuracy)
 
 
+def att_svm_feasible(problem: Problem) -> list[bool | None]:
+    """Per trial of ``problem`` (one trials dimension): is the Att-SVM of its optimal tokens
+    (:attr:`Problem.opt`) feasible, honouring the problem's mask? ``True``/``False`` as
+    :func:`attnsvm.att_svm` solves or raises :class:`InfeasibleError`; ``None`` where float64
+    cannot decide (it raises :class:`IllConditionedError`). The same verdicts as ``att_svm`` on
+    ``problem.trial(b)`` for every ``b``, without building the trials."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
+    if len(problem.batch_shape) != 1:
+        raise ValueError(f"problem must have one trials dimension, got X {tuple(problem.X.shape)}")
+    opt, mask = problem.opt, problem.mask
+    verdicts = []
+    for b in range(problem.batch_shape[0]):
+        try:
+            att_svm(problem.X[b], problem.Z[b], opt[b],
+                    mask=mask if mask is None or mask.ndim == 2 else mask[b])
+            verdicts.append(True)
+        except InfeasibleError:
+            verdicts.append(False)
+        except IllConditionedError:
+            verdicts.append(None)
+    return verdicts
+
+
 def _check_options(norm, rank_tol, support_tol, solver) -> tuple[float, float]:
     if norm not in ("fro", "nuc"):
         raise ValueError(f"norm must be 'fro' or 'nuc', got {norm!r}")
