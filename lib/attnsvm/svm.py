@@ -140,7 +140,8 @@ def att_svms(problem: Problem, alpha, norm: str = "fro", rank_tol: float = 1e-5,
     (``accuracy="solver"``). Two solvers, so the answers agree with :func:`att_svm`'s to their
     accuracy, not bit for bit: the objective to ~1e-9 relative, ``W`` to ~1e-6 (its rounding can
     depend on the instance's place in the batch), and where the support or the rank sits at its
-    tolerance (degenerate instances) they may differ. Raises :class:`InfeasibleError` naming the first infeasible trial."""
+    tolerance (degenerate instances) they may differ. Raises :class:`InfeasibleError` naming the
+    first infeasible trial."""
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     if len(problem.batch_shape) != 1:

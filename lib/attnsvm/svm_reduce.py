@@ -9,6 +9,7 @@ span of the token differences and of the queries, where each constraint feature 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -92,14 +93,14 @@ class _Instance:
     def shape(self) -> tuple[int, int]:
         return self.left.shape[1], self.right.shape[1]
 
-    @property
+    @cached_property
     def factors(self) -> tuple[np.ndarray, np.ndarray]:
         U = (self.diffs @ self.left)[self.keep]
         V = np.broadcast_to((self.Z @ self.right)[:, None, :],
                             self.keep.shape + (self.right.shape[1],))[self.keep]
         return U, V
 
-    @property
+    @cached_property
     def features(self) -> np.ndarray:
         U, V = self.factors
         return np.einsum("ku,kv->kuv", U, V).reshape(U.shape[0], -1)
