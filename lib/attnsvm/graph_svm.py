@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import cvxpy as cp
+from .lazy_cvxpy import cp
 import numpy as np
 import scipy.sparse
 import scipy.sparse.csgraph

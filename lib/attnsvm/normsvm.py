@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import warnings
 
-import cvxpy as cp
+from .lazy_cvxpy import cp
 import numpy as np
 import torch
 

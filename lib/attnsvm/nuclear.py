@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
-import cvxpy as cp
+from .lazy_cvxpy import cp
 import numpy as np
 import torch
 

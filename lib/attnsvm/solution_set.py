@@ -24,7 +24,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-import cvxpy as cp
+from .lazy_cvxpy import cp
 import numpy as np
 import torch
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from functools import lru_cache
 
-import cvxpy as cp
+from .lazy_cvxpy import cp
 import numpy as np
 import scipy.optimize
 import torch
