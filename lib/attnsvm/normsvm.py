@@ -33,6 +33,7 @@ strictly convex: ``unique=False``, the solution set may not be a point), and for
 from __future__ import annotations
 
 import warnings
+from functools import lru_cache
 
 from .lazy_cvxpy import cp
 import numpy as np
@@ -146,9 +147,10 @@ def norm_svm(X, Z, alpha, norm, diagonal: bool = False, support_tol: float = 1e-
                    unique=norm not in ("spectral", 1.0, np.inf), accuracy=accuracy)
 
 
-def _conic(A: np.ndarray, d: int, norm, diagonal: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """Clarabel's solution of ``min ||w|| s.t. A w >= 1`` (``w`` flat, ``d`` or ``d * d``) and the
-    constraints' multipliers (None if the solver gives none)."""
+@lru_cache(maxsize=64)
+def _conic_problem(rows: int, d: int, norm, diagonal: bool):
+    """The cvxpy problem ``min ||w|| s.t. A w >= 1`` with ``A`` a Parameter ``(rows, d or d * d)``,
+    compiled once per size and norm (cvxpy reuses the compilation for every new ``A``)."""
     w = cp.Variable(d) if diagonal else cp.Variable((d, d))
     flat = w if diagonal else cp.vec(w, order="C")
     if norm == "spectral":
@@ -161,18 +163,26 @@ def _conic(A: np.ndarray, d: int, norm, diagonal: bool) -> tuple[np.ndarray, np.
         objective = cp.sum_squares(flat)
     else:
         objective = cp.pnorm(flat, norm)
+    A = cp.Parameter((rows, flat.shape[0]))
     constraint = A @ flat >= 1
-    problem = cp.Problem(cp.Minimize(objective), [constraint])
+    return cp.Problem(cp.Minimize(objective), [constraint]), A, w, constraint
+
+
+def _conic(A: np.ndarray, d: int, norm, diagonal: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Clarabel's solution of ``min ||w|| s.t. A w >= 1`` (``w`` flat, ``d`` or ``d * d``) and the
+    constraints' multipliers (None if the solver gives none)."""
+    problem, parameter, w, constraint = _conic_problem(A.shape[0], d, norm, diagonal)
+    parameter.value = A
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Solution may be inaccurate")
         try:
-            problem.solve(solver="CLARABEL", **CLARABEL_OPTIONS)
+            problem.solve(solver="CLARABEL", warm_start=False, **CLARABEL_OPTIONS)
         except (cp.error.SolverError, ArithmeticError) as error:
             raise IllConditionedError(f"Clarabel failed on the {norm} SVM: {error}") from None
     if w.value is None or (A @ np.ravel(w.value)).min() < 1 - 1e-6:
         raise IllConditionedError(f"Clarabel returned {problem.status!r} on a feasible {norm} "
                                   "SVM whose constraints it does not meet to 1e-6")
-    dual = None if constraint.dual_value is None else np.ravel(constraint.dual_value)
+    dual = None if constraint.dual_value is None else np.ravel(constraint.dual_value).copy()
     return np.ravel(w.value).copy(), dual
 
 
