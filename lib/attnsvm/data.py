@@ -144,7 +144,7 @@ class Problem:
             raise ValueError(f"index {index} is out of range for {count} trials")
         v = self.v[index] if self.v.ndim > 1 else self.v
         mask = self.mask if self.mask is None or self.mask.ndim == 2 else self.mask[index]
-        return Problem(self.X[index], self.Y[index], self.Z[index], v, mask)
+        return self._part(self.X[index], self.Y[index], self.Z[index], v, mask)
 
     def select(self, index) -> "Problem":
         """The instances ``index`` of a batched problem (leading trials dimension), e.g.
@@ -165,7 +165,16 @@ class Problem:
                              "(a slice, or a one-dimensional list or tensor)")
         v = self.v[picked] if self.v.ndim > 1 else self.v
         mask = self.mask if self.mask is None or self.mask.ndim == 2 else self.mask[picked]
-        return Problem(self.X[picked], self.Y[picked], self.Z[picked], v, mask)
+        return self._part(self.X[picked], self.Y[picked], self.Z[picked], v, mask)
+
+    @classmethod
+    def _part(cls, X, Y, Z, v, mask) -> "Problem":
+        """A Problem made of trials of a validated one (:meth:`trial`, :meth:`select`): its arrays
+        are slices of checked arrays, so the checks of ``__post_init__`` are not repeated."""
+        part = object.__new__(cls)
+        for name, value in (("X", X), ("Y", Y), ("Z", Z), ("v", v), ("mask", mask)):
+            object.__setattr__(part, name, value)
+        return part
 
     def with_queries(self, Z: torch.Tensor) -> "Problem":
         """The same tokens, labels and head with new queries ``Z``."""
