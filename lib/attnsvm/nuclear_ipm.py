@@ -113,10 +113,6 @@ class _Constraints:
         out[:, :p, p:], out[:, p:, :p] = -S, -S.mT
         return out
 
-    def select(self, rows: torch.Tensor) -> _Constraints:
-        """The operators of the instances ``rows`` (a mask or indices) of the batch."""
-        return _Constraints(self.U[rows], self.V[rows])
-
     def forward(self, Q: torch.Tensor) -> torch.Tensor:           # (<A_k, Q>)_k = -2 u_k^T Q_12 v_k
         return -2 * ((self.U @ Q[:, :self.p, self.p:]) * self.V).sum(dim=-1)
 
@@ -125,43 +121,39 @@ def _iterate(ops: _Constraints, best: dict[str, torch.Tensor]) -> None:
     """The predictor-corrector iteration from ``X = I, x = 1`` and the dual-feasible
     ``lam = 1 / (2 ||S(1)||_op)``; records in ``best`` each instance's best certificate (gap, W,
     lam, iteration). An instance stops at a gap below ``STOP_GAP`` or when ``X``, ``Z`` or the Schur
-    complement is no longer numerically definite; a stopped instance leaves the batch (``rows``
-    numbers the instances still iterating), so the iteration costs what the running ones need."""
+    complement is no longer numerically definite."""
     B, m, p, s = ops.B, ops.m, ops.p, ops.p + ops.q
     eye = torch.eye(s, dtype=torch.float64).expand(B, s, s)
     top = torch.linalg.matrix_norm(ops.U.mT @ ops.V, ord=2)
     y = (0.5 / torch.where(top > 0, top, 1.0))[:, None].expand(B, m).clone()
     Z, z = eye - ops.adjoint(y), y.clone()
     X, x = eye.clone(), torch.ones(B, m, dtype=torch.float64)
-    rows = torch.arange(B)
+    active = torch.ones(B, dtype=torch.bool)
     for iteration in range(1, MAX_ITERATIONS + 1):
         mu = ((X * Z).sum(dim=(1, 2)) + (x * z).sum(dim=1)) / (s + m)
         rp = 1.0 - ops.forward(X) + x              # b - A(X) - A_lp(x), with b = 1, A_lp = -I
         Rd = eye - Z - ops.adjoint(y)              # C - Z - A^*(y), C = I
         rd = y - z                                 # 0 - z - A_lp^*(y)
         primal, dual = X.diagonal(dim1=1, dim2=2).sum(dim=1), y.sum(dim=1)
-        check = (primal - dual).abs() <= CHECK_FROM * (1 + dual.abs())
-        running = torch.ones_like(check)
+        check = active & ((primal - dual).abs() <= CHECK_FROM * (1 + dual.abs()))
         if bool(check.any()):
             W, lam, _, _, gap = _certify(ops.U, ops.V, -2 * X[:, :p, p:], y)
-            better = check & (gap < best["gap"][rows])
-            for key, value in (("gap", gap), ("W", W), ("lam", lam)):
-                best[key][rows[better]] = value[better]
-            best["iteration"][rows[better]] = iteration
-            running = ~(best["gap"][rows] <= STOP_GAP)
+            better = check & (gap < best["gap"])
+            best["gap"] = torch.where(better, gap, best["gap"])
+            best["W"] = torch.where(better[:, None, None], W, best["W"])
+            best["lam"] = torch.where(better[:, None], lam, best["lam"])
+            best["iteration"] = torch.where(better, iteration, best["iteration"])
+            active &= ~(best["gap"] <= STOP_GAP)
         LXi, okX = _inverse_factors(X)
         LZi, okZ = _inverse_factors(Z)
         Zi = LZi.mT @ LZi
         M = _schur_complement(ops.U, ops.V, X, Zi, p)
         M = (M + M.mT) / 2 + torch.diag_embed(x / z)
         LM, info = torch.linalg.cholesky_ex(M)
-        running &= okX & okZ & (info == 0)
-        if not bool(running.any()):
+        active &= okX & okZ & (info == 0)
+        if not bool(active.any()):
             return
-        if not bool(running.all()):                     # the stopped instances leave the batch
-            rows, ops, eye = rows[running], ops.select(running), eye[running]
-            X, x, y, z, Z, mu, rp, Rd, rd = (v[running] for v in (X, x, y, z, Z, mu, rp, Rd, rd))
-            LXi, LZi, Zi, M, LM = (v[running] for v in (LXi, LZi, Zi, M, LM))
+        LM = torch.where((info == 0)[:, None, None], LM, torch.eye(m, dtype=torch.float64))
 
         def direction(sigma_mu, corr_X, corr_x):
             # Newton on X Z = sigma mu I - corr_X, x z = sigma mu - corr_x (HKM), dy first
@@ -179,7 +171,7 @@ def _iterate(ops: _Constraints, best: dict[str, torch.Tensor]) -> None:
             ap = torch.minimum(_max_step(LXi, dX), _lp_step(x, dx))
             ad = torch.minimum(_max_step(LZi, dZ), _lp_step(z, dz))
             ap, ad = (fraction * ap).clamp(max=1.0), (fraction * ad).clamp(max=1.0)
-            usable = torch.isfinite(ap) & torch.isfinite(ad)
+            usable = active & torch.isfinite(ap) & torch.isfinite(ad)
             return torch.where(usable, ap, 0.0), torch.where(usable, ad, 0.0)
 
         dX, dx, dy, dZ, dz = direction(torch.zeros_like(mu), torch.zeros_like(X), torch.zeros_like(x))
