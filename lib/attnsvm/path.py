@@ -33,7 +33,8 @@ from .gradients import no_worse, supports
 from .heads import Head, check_compatible, check_head, check_loss
 from .metrics import corr
 from .models import Attention
-from .path_descent import _ball_radius, _descend, _evaluate, _pick, _project_cone, _select
+from .path_descent import (_ball_radius, _descend, _evaluate, _fixed_terms, _pick, _project_cone,
+                           _select)
 from .path_provenance import START_NAMES, PathProvenance, _won
 from .path_setup import (_check_cone, _check_per_trial, _check_radii, _check_reference,
                          _check_restarts, _expand, _joint_norm, _match_trials, _random_starts,
@@ -196,14 +197,14 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
         reference = _check_reference(reference, attention)
     params, core = attention.params, attention.core_dims
     closed_form = head is None and supports(attention)
-    values = problem.scores * problem.Y.unsqueeze(-1) if closed_form else None
-    evaluate = lambda: _evaluate(attention, problem, head, loss, values)     # noqa: E731
+    fixed = _fixed_terms(problem) if closed_form else None
+    evaluate = lambda: _evaluate(attention, problem, head, loss, fixed)      # noqa: E731
     if restarts:                 # the best deterministic start and the restarts, as one batch
         lead = tuple(params[0].shape[: params[0].ndim - core[0]])
         wide = _widen(problem, (restarts + 1, *lead))
-        wide_values = wide.scores * wide.Y.unsqueeze(-1) if closed_form else None
+        wide_fixed = _fixed_terms(wide) if closed_form else None
         batch = copy.copy(attention)
-        evaluate_batch = lambda: _evaluate(batch, wide, head, loss, wide_values)   # noqa: E731
+        evaluate_batch = lambda: _evaluate(batch, wide, head, loss, wide_fixed)   # noqa: E731
     out: dict[str, list[torch.Tensor]] = {k: [] for k in ("W", "loss", "tangential", "ok", "ref",
                                                           "start", "r_loss", "r_corr")}
     for R in radii.tolist():
@@ -270,7 +271,7 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
                                         initial_step, tol, sphere, cone)
         converged = tangential <= tol
         if reference is not None:                  # compared the way the path's points are
-            ref_eval = _evaluate(scaled, problem, head, loss, values)
+            ref_eval = _evaluate(scaled, problem, head, loss, fixed)
             converged = no_worse(best, ref_eval) & (converged | torch.isnan(tangential))
             out["ref"].append(ref_eval.risk.detach())
         out["W"].append(attention.combined().clone())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from .data import Problem
-from .gradients import Evaluation, no_worse, risk_and_gradients, supports
+from .gradients import Evaluation, FixedTerms, evaluate, no_worse, risk_and_gradients, supports
 from .heads import Head, LinearHead, empirical_risk
 from .metrics import corr
 from .models import Attention, KQAttention
@@ -73,12 +73,21 @@ def _search_direction(params: list[torch.Tensor], grads: list[torch.Tensor], cor
     return direction, torch.where(inner.abs() + gnorm > 1e-300, residual, torch.nan)
 
 
+def _fixed_terms(problem: Problem) -> FixedTerms:
+    """What the closed-form gradient needs of the path's problem, computed once per path: the
+    token values ``c_it = gamma_it Y_i`` and the terms :func:`gradients.risk_and_gradients` builds
+    from them."""
+    values = problem.scores * problem.Y.unsqueeze(-1)
+    return FixedTerms(values, values * problem.Y.unsqueeze(-1), problem.Y * -problem.n)
+
+
 def _evaluate(attention: Attention, problem: Problem, head: Head | None, loss: str,
-              values: torch.Tensor | None) -> Evaluation:
-    """Risk and gradients, closed form for the problem's linear head (``values`` given), autograd
-    otherwise; without the closed form, points are compared by their risk alone."""
-    if values is not None:
-        return risk_and_gradients(attention, problem, loss, values)
+              fixed: FixedTerms | None) -> Evaluation:
+    """Risk and gradients, closed form for the problem's linear head (``fixed`` given, from
+    :func:`_fixed_terms`; the problem and parameters were checked on entry to the path),
+    autograd otherwise; without the closed form, points are compared by their risk alone."""
+    if fixed is not None:
+        return evaluate(attention, problem, loss, fixed)
     risk = empirical_risk(attention, problem, head, loss)
     grads = list(torch.autograd.grad(risk.sum(), attention.params))
     if isinstance(head, LinearHead) and not head.params and supports(attention):
@@ -88,38 +97,50 @@ def _evaluate(attention: Attention, problem: Problem, head: Head | None, loss: s
 
 
 class _Recent:
-    """The scores (risk, top tokens, excess) of the last ``MEMORY`` accepted points, oldest first,
-    and the non-monotone test against the largest of them.
+    """The scores (risk, top tokens, excess) of the last ``MEMORY`` accepted points, and the
+    non-monotone test against the largest of them.
 
     The largest is the fold ``worst = other if no_worse(worst, other) else worst`` over the window,
     oldest first (ties go to the newer point). ``no_worse`` allows rounding, so it need not be
-    transitive, and the fold is kept exactly: ``worst[s]`` is the fold over the entries from ``s``
-    on, for every start ``s`` in the window, so that appending an entry advances every fold by one
-    comparison, and dropping the oldest entry leaves the fold of the next start."""
+    transitive, and the fold is kept exactly: ``worst[s]`` is the slot of the fold over the
+    entries from the one in slot ``s`` on, for every slot of the window, so that appending an
+    entry advances every fold by one comparison, and dropping the oldest entry leaves the fold of
+    the next one. The entries live in a ring of ``MEMORY`` slots (entry ``k`` in slot
+    ``k % MEMORY``), written in place."""
 
     def __init__(self, first: Evaluation):
-        self.risk, self.top = first.risk.unsqueeze(0), first.top.unsqueeze(0)
-        self.excess = first.excess.unsqueeze(0)
-        self.worst = torch.zeros_like(self.risk, dtype=torch.long)     # (window, *trials)
+        self.risk = first.risk.expand(MEMORY, *first.risk.shape).clone()    # (slots, *trials)
+        self.top = first.top.expand(MEMORY, *first.top.shape).clone()       # (slots, *trials, n)
+        self.excess = first.excess.expand(MEMORY, *first.excess.shape).clone()
+        slots = torch.arange(MEMORY, device=first.risk.device)
+        self.worst = slots.reshape(MEMORY, *(1,) * first.risk.ndim).expand_as(self.risk).clone()
+        self.count = 1                                                       # entries pushed
 
-    def no_worse_than_worst(self, trial: Evaluation) -> torch.Tensor:
-        """Per trial, ``no_worse(trial, worst)`` for the fold's ``worst`` over the whole window."""
-        versus = no_worse(trial, Evaluation(self.risk, torch.empty(0), [], self.top, self.excess))
-        return versus.gather(0, self.worst[:1]).squeeze(0)
+    def no_worse_than_worst(self, trial: Evaluation, also: Evaluation | None = None) -> torch.Tensor:
+        """Per trial, ``no_worse(trial, worst)`` for the fold's ``worst`` over the whole window;
+        with ``also``, stacked with ``no_worse(trial, also)`` (shape ``(2, *trials)``: one
+        comparison for both)."""
+        oldest = self.count % MEMORY if self.count >= MEMORY else 0
+        index = self.worst[oldest].unsqueeze(0)
+        risk, excess = self.risk.gather(0, index), self.excess.gather(0, index)
+        top = self.top.gather(0, index.unsqueeze(-1).expand(1, *self.top.shape[1:]))
+        if also is None:
+            return no_worse(trial, Evaluation(risk[0], torch.empty(0), [], top[0], excess[0]))
+        return no_worse(trial, Evaluation(torch.cat([risk, also.risk.unsqueeze(0)]), torch.empty(0), [],
+                                          torch.cat([top, also.top.unsqueeze(0)]),
+                                          torch.cat([excess, also.excess.unsqueeze(0)])))
 
     def push(self, score: Evaluation) -> None:
-        """Append ``score`` (dropping the oldest entry once the window holds ``MEMORY``)."""
-        size = self.risk.shape[0]
+        """Append ``score`` (overwriting the oldest entry once the window holds ``MEMORY``)."""
+        slot = self.count % MEMORY
         stacked = Evaluation(self.risk, torch.empty(0), [], self.top, self.excess)
         replaced = no_worse(stacked, score).gather(0, self.worst)   # no_worse(worst, new)
-        self.worst = torch.cat([torch.where(replaced, size, self.worst),
-                                torch.full_like(self.worst[:1], size)])
-        self.risk = torch.cat([self.risk, score.risk.unsqueeze(0)])
-        self.top = torch.cat([self.top, score.top.unsqueeze(0)])
-        self.excess = torch.cat([self.excess, score.excess.unsqueeze(0)])
-        if size + 1 > MEMORY:
-            self.worst = self.worst[1:] - 1
-            self.risk, self.top, self.excess = self.risk[1:], self.top[1:], self.excess[1:]
+        self.worst = torch.where(replaced, slot, self.worst)        # the slots of valid folds hold
+        self.worst[slot] = slot                                     # no entry older than theirs
+        self.risk[slot] = score.risk
+        self.top[slot] = score.top
+        self.excess[slot] = score.excess
+        self.count += 1
 
 
 def _choose(mask: torch.Tensor, a: Evaluation, b: Evaluation) -> Evaluation:
@@ -164,7 +185,9 @@ def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[to
                 p.copy_(m)
         trial = evaluate()
         with torch.no_grad():
-            accept = recent.no_worse_than_worst(trial) & active
+            versus = recent.no_worse_than_worst(trial, best)      # the window's worst, and best
+            accept = versus[0] & active
+            improved = accept & versus[1]
             new_direction, new_tangential = _search_direction(params, trial.grads, core, rho,
                                                               sphere, cone)
             # Barzilai-Borwein length from the accepted move; halve after a rejection
@@ -176,7 +199,6 @@ def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[to
             step = torch.where(accept, bb.clamp(max=0.5 * rho), 0.5 * step)
             current = _choose(accept, trial, current)
             recent.push(current)
-            improved = accept & no_worse(trial, best)
             best = _choose(improved, trial, best)
             kept_tangential = torch.where(improved, new_tangential, kept_tangential)
             on_accept = [_expand(accept, k) for k in core]
