@@ -122,6 +122,29 @@ def test_a4_budgets_pass_through_and_pad():
         A.a4_budgets(5, 5, 2, 8)
 
 
+def test_compiled_logit_path_is_the_plain_loop_bit_for_bit():
+    """The loop of ngd_logit_path, compiled (TorchScript where available), gives the plain Python
+    loop's numbers exactly, at every budget, from W = 0 (tied logits) and from a random start; its
+    probabilities are ordinary tensors (not inference tensors) that autograd code may use."""
+    from attnsvm import a4_path
+    P, g = A.seeded_instances(5, 4, 3, 31, 9)
+    for logits in (torch.zeros(9, 5, 4, dtype=F64), 5.0 * torch.randn(9, 5, 4, generator=g, dtype=F64)):
+        args, before = (P.X, P.Z, P.Y, P.scores * P.Y.unsqueeze(-1), logits), logits.clone()
+        path = a4_path.ngd_logit_path(*args, (60, 7), 0.1)
+        layout = [args[0].permute(1, 2, 3, 0).contiguous(),
+                  (args[1] @ args[1].transpose(-1, -2)).permute(1, 2, 0).unsqueeze(2).contiguous(),
+                  args[3].permute(1, 2, 0).contiguous(), (-args[2]).T.unsqueeze(1).contiguous(),
+                  logits.permute(1, 2, 0).contiguous()]
+        plain = a4_path._ngd_logit_steps(*layout, [7, 60], 0.1)
+        assert sorted(path) == [7, 60]
+        for step in (7, 60):
+            assert torch.equal(path[step], plain[step].permute(2, 0, 1))
+            assert not path[step].is_inference() and path[step].is_contiguous()
+        assert not torch.equal(path[7], path[60])
+        assert torch.equal(logits, before)            # the caller's logits are not changed
+    (path[60] * torch.ones(1, requires_grad=True, dtype=F64)).sum().backward()
+
+
 def test_ngd_outcomes_checks_w0_and_saturation():
     P, _ = A.seeded_instances(2, 3, 4, 0, 3)
     with pytest.raises(ValueError, match="W0 must have shape"):
