@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lazy_cvxpy import cp
 import numpy as np
 import scipy.sparse
 import scipy.sparse.csgraph
 import torch
 
+from .lazy_cvxpy import cp
 from .svm_core import InfeasibleError
 from .utils import DEFAULT_DTYPE, as_array, check_count
 

@@ -35,10 +35,10 @@ from __future__ import annotations
 import warnings
 from functools import lru_cache
 
-from .lazy_cvxpy import cp
 import numpy as np
 import torch
 
+from .lazy_cvxpy import cp
 from .svm import (SVMResult, _check_sizes, _constrained, _numpy, _result, _selection,
                   token_differences)
 from .svm_core import (CLARABEL_OPTIONS, IllConditionedError, InfeasibleError, _min_norm_point,

@@ -17,11 +17,11 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .lazy_cvxpy import cp
 import numpy as np
 import torch
 
 from .duality import _scaled_features
+from .lazy_cvxpy import cp
 from .svm import _selection
 from .svm_core import CLARABEL_OPTIONS, IllConditionedError
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from .lazy_cvxpy import cp
 import numpy as np
 import torch
 
+from .lazy_cvxpy import cp
 from .metrics import corr
 from .normsvm import matrix_norm, norm_svm
 from .svm import _constrained, _numpy, _selection, token_differences
