@@ -444,3 +444,27 @@ def test_block_normalize_is_bitwise_the_flattened_formula():
             expected = torch.where(top > 0, (flat / safe) / (flat / safe).norm(dim=-1, keepdim=True),
                                    torch.zeros_like(flat)).reshape(x.shape)
             assert torch.equal(A.block_normalize(x, core), expected)
+
+
+@pytest.mark.parametrize("trials", [None, 3])
+def test_history_rows_are_bitwise_the_per_step_measurements(trials):
+    """The recorder measures logged steps in blocks (of 64): each row must be exactly what
+    measuring that step alone gives (norm, correlation, turn), across block boundaries."""
+    from attnsvm.metrics import correlation
+    from attnsvm.train_log import direction_angle, row_norm
+    problem = A.random_problem(5, 4, 4, trials=trials, generator=A.set_seed(3))
+    lead = () if trials is None else (trials,)
+    reference = rand(*lead, 4, 4, seed=7)
+    att = A.KQAttention.init(4, trials=trials, generator=A.set_seed(4))
+    h = A.train(att, problem, 150, 0.3, log_every=1, reference=reference, record_iterates=True)
+    depth = len(lead)
+
+    def same(a, b):                     # bitwise, NaN equal to NaN
+        return torch.equal(a.isnan(), b.isnan()) and torch.equal(a[~a.isnan()], b[~b.isnan()])
+    for k in range(len(h.steps)):
+        W = h.iterates[k]
+        assert same(h.norm[k], row_norm(W.flatten(depth)))
+        assert same(h.corr[k], correlation(W, reference, depth))
+        if k:
+            assert same(h.turn[k], direction_angle(W, h.iterates[k - 1], depth))
+    assert torch.isnan(h.turn[0]).all() and float(h.turn[-1].max()) > 0

@@ -22,7 +22,7 @@ import torch
 
 from .data import Problem
 from .heads import LOSSES, check_compatible, check_loss
-from .models import Attention, KQAttention, PromptAttention, WAttention
+from .models import Attention, KQAttention, PromptAttention, WAttention, matmul
 
 LOSS_DERIVATIVES = {                         # loss'(u) for each entry of heads.LOSSES
     "logistic": lambda u: -torch.sigmoid(-u),
@@ -140,20 +140,24 @@ def _loss_terms(loss: str, flipped: torch.Tensor) -> tuple[torch.Tensor, torch.T
 
 
 def evaluate(attention: Attention, problem: Problem, loss: str, fixed: FixedTerms,
-             excess: bool = True, logits: torch.Tensor | None = None) -> Evaluation:
+             excess: bool = True, logits: torch.Tensor | None = None,
+             scratch: torch.Tensor | None = None) -> Evaluation:
     """:func:`risk_and_gradients` on arguments already checked (the training loop's version);
     ``excess=False`` skips the excess (NaN), which only the Polyak step and ``no_worse`` read;
-    ``logits`` may be passed when already computed."""
+    ``logits`` may be passed when already computed; ``scratch`` ``(*B, n, T, d)``, reused across
+    calls, holds the products ``G_it x_it`` (no allocation of that, the largest array, per step)."""
     with torch.no_grad():
         X, Z, Y = problem.X, problem.Z, problem.Y
         values = fixed.values
         if logits is None:
             logits = attention._logits(problem)
         top = logits.argmax(dim=-1, keepdim=True)
-        centred = values - torch.take_along_dim(values, top, dim=-1)   # c_t - c_b
+        same = top.shape[:-1] == values.shape[:-1]                       # else broadcast
+        centred = values - (values.gather(-1, top) if same else torch.take_along_dim(values, top, dim=-1))
         probs = torch.softmax(logits, dim=-1)
         mix = (probs * centred).sum(-1, keepdim=True)
-        base = fixed.scores.gather(-1, top).squeeze(-1)                # Y_i c_b
+        base = (fixed.scores.gather(-1, top) if same else
+                torch.take_along_dim(fixed.scores, top, dim=-1)).squeeze(-1)  # Y_i c_b
         shift = Y * mix.squeeze(-1)
         margins = base + shift
         terms, slope = _loss_terms(loss, -margins)
@@ -161,14 +165,16 @@ def evaluate(attention: Attention, problem: Problem, loss: str, fixed: FixedTerm
         gain = LOSS_INCREMENTS[loss](base, shift).mean(-1) if excess else torch.full_like(risk, math.nan)
         outer = slope / fixed.minus_n_y                                # dL/df_i = loss'(u_i) Y_i / n
         G = outer.unsqueeze(-1) * probs * (centred - mix)                    # dL/da_it
-        GX = (G.unsqueeze(-1) * X).sum(-2)                                   # sum_t G_it x_it, (*B, n, d)
+        fits = scratch is not None and scratch.shape[:-1] == G.shape      # G spans X's trials
+        products = torch.mul(G.unsqueeze(-1), X, out=scratch) if fits else G.unsqueeze(-1) * X
+        GX = products.sum(-2)                                                # sum_t G_it x_it, (*B, n, d)
         if isinstance(attention, WAttention):
-            grads = [_reduce(GX.transpose(-1, -2) @ Z, attention.W)]
+            grads = [_reduce(matmul(GX.transpose(-1, -2), Z), attention.W)]
         elif isinstance(attention, KQAttention):
             K, Q = attention.K, attention.Q
-            query = Z @ Q                                                   # Q^T z_i, (*B, n, m)
-            grads = [_reduce(GX.transpose(-1, -2) @ query, K),
-                     _reduce(Z.transpose(-1, -2) @ (GX @ K), Q)]
+            query = matmul(Z, Q)                                            # Q^T z_i, (*B, n, m)
+            grads = [_reduce(matmul(GX.transpose(-1, -2), query), K),
+                     _reduce(matmul(Z.transpose(-1, -2), matmul(GX, K)), Q)]
         else:
             keys_grad = GX.sum(-2)
             if attention.key_matrix is not None:

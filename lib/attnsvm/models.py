@@ -111,8 +111,8 @@ class WAttention(Attention):
         return self.W.shape[-1]
 
     def _logits(self, problem: Problem) -> torch.Tensor:
-        Wz = problem.Z @ self.W.transpose(-1, -2)                        # (W z_i)^T, (*B, n, d)
-        return problem.mask_logits((problem.X @ Wz.unsqueeze(-1)).squeeze(-1))
+        Wz = matmul(problem.Z, self.W.transpose(-1, -2))                # (W z_i)^T, (*B, n, d)
+        return problem.mask_logits(matvec(problem.X, Wz))
 
     def combined(self) -> torch.Tensor:
         return self.W.detach()
@@ -161,8 +161,8 @@ class KQAttention(Attention):
         return self.K.shape[-2]
 
     def _logits(self, problem: Problem) -> torch.Tensor:
-        Wz = (problem.Z @ self.Q) @ self.K.transpose(-1, -2)             # (K Q^T z_i)^T
-        return problem.mask_logits((problem.X @ Wz.unsqueeze(-1)).squeeze(-1))
+        Wz = matmul(matmul(problem.Z, self.Q), self.K.transpose(-1, -2))    # (K Q^T z_i)^T
+        return problem.mask_logits(matvec(problem.X, Wz))
 
     def combined(self) -> torch.Tensor:
         return (self.K @ self.Q.transpose(-1, -2)).detach()
@@ -234,6 +234,20 @@ class PromptAttention(Attention):
 
     def combined(self) -> torch.Tensor:
         return self.p.detach()
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b``, calling ``bmm`` directly when both have the same batch dimensions (what
+    ``torch.matmul`` does then, without its expand and reshape steps: the same floats)."""
+    if a.ndim >= 3 and a.shape[:-2] == b.shape[:-2]:
+        out = torch.bmm(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]))
+        return out.view(*a.shape[:-1], b.shape[-1])
+    return a @ b
+
+
+def matvec(M: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``(M @ x[..., None])[..., 0]``: a batch of matrices ``(..., T, d)`` times vectors ``(..., d)``."""
+    return matmul(M, x.unsqueeze(-1)).squeeze(-1)
 
 
 def _check_dim(problem: Problem, d: int, params: list[torch.Tensor]) -> None:

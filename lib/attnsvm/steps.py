@@ -5,6 +5,8 @@ polar factor of the spectral step, each per trial on blocks of ``core_dims`` tra
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .utils import check_count, check_positive
@@ -34,15 +36,20 @@ def _block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0, q: fl
     (A block of several dimensions is reduced in row-major order, as if flattened.)"""
     if core_dims > 1:
         grad = grad.contiguous()
-    dims = tuple(range(-core_dims, 0))
-    top = grad.abs().amax(dim=dims, keepdim=True)
+    dims = _DIMS[core_dims] if core_dims < len(_DIMS) else tuple(range(-core_dims, 0))
+    top = torch.linalg.vector_norm(grad, math.inf, dims, keepdim=True)     # the largest |entry|
     positive = top > 0
-    safe = torch.where(positive, top, 1.0)
+    every = bool(positive) if positive.numel() == 1 else bool(positive.all())
+    safe = top if every else torch.where(positive, top, 1.0)
     scaled = grad / safe
     norm = torch.linalg.vector_norm(scaled, ord=q, dim=dims, keepdim=True)
     if eps:                  # (a scalar over a subnormal divides by multiplying with 1/x = inf)
         norm = norm + eps / safe
-    return torch.where(positive, scaled / norm, 0.0)
+    scaled.div_(norm)
+    return scaled if every else torch.where(positive, scaled, 0.0)
+
+
+_DIMS = [(), (-1,), (-2, -1), (-3, -2, -1)]
 
 
 def _expand(per_trial: torch.Tensor, core_dims: int) -> torch.Tensor:

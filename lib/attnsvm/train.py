@@ -19,18 +19,18 @@ optimizer without momentum; a vector block steps along ``g / ||g||``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 from typing import Callable
 
 import torch
 
 from .data import Problem
 from .gradients import evaluate, excess_over_optimal, fixed_terms, supports
-from .metrics import correlation, mean_top, unit_scale
 from .heads import Head, LinearHead, check_compatible, check_head, check_loss, risk_from_logits
 from .models import Attention
 from .steps import (_block_normalize, _expand, _from_dual, _length, _polar, _polyak, _to_dual,
                     block_normalize)
+from .train_log import History, Recorder, direction_angle
 from .utils import as_tensor, check_count, check_flag, check_positive
 
 
@@ -39,47 +39,6 @@ METHODS = ("gd", "ngd", "polyak", "mirror", "spectral", "sign")
 
 class TrainingError(ValueError):
     """Training produced NaN or inf (step size too large, or data out of range)."""
-
-
-@dataclass
-class History:
-    """What :func:`train` records, one row per logged step (rows ``steps``, then trial dims).
-
-    ``corr`` is the correlation of the combined parameter (``W``, ``K Q^T`` or ``p``) with the
-    reference (NaN without one); ``step`` the length of the update taken from that point (all
-    blocks together; NaN on the last row); ``turn`` is the angle (radians) its direction turned since the
-    previous logged step (NaN on the first row): a run whose direction has converged has a last
-    ``turn`` near 0; ``iterates`` holds the combined parameter when recorded.
-    """
-
-    steps: torch.Tensor
-    loss: torch.Tensor
-    norm: torch.Tensor
-    corr: torch.Tensor
-    max_prob: torch.Tensor
-    turn: torch.Tensor
-    step: torch.Tensor
-    iterates: torch.Tensor | None = None
-
-    def unsettled(self, tol: float) -> torch.Tensor:
-        """Per trial: did the direction still turn by more than ``tol`` radians per step over the
-        last logging interval? (True = not converged in direction by the last step.)"""
-        tol = check_positive(tol, "tol")
-        if len(self.steps) < 2:
-            raise ValueError("need at least two logged steps to tell whether a direction settled")
-        interval = int(self.steps[-1] - self.steps[-2])
-        return ~(self.turn[-1] <= tol * interval)
-
-
-def direction_angle(A: torch.Tensor, B: torch.Tensor, batch_dims: int) -> torch.Tensor:
-    """The angle between two arrays' directions, ``2 atan2(|a - b|, |a + b|)`` on unit vectors:
-    accurate for tiny angles, where ``acos(corr)`` is not. NaN where either is zero."""
-    def unit(x):
-        x = unit_scale(x.flatten(batch_dims))
-        norm = x.norm(dim=-1, keepdim=True)
-        return x / torch.where(norm > 0, norm, torch.full_like(norm, float("nan")))
-    a, b = unit(A), unit(B)
-    return 2 * torch.atan2((a - b).norm(dim=-1), (a + b).norm(dim=-1))
 
 
 def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float = 0.1,
@@ -154,63 +113,47 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     core = attention.core_dims + head.core_dims
     _check_start(attention, problem, params, method, p)
     trials = _trials_shape(attention, problem, head)
-    batch_dims = len(trials)
-
     param_lead = attention.params[0].ndim - attention.core_dims[0]
-
-    def per_trial(x: torch.Tensor) -> torch.Tensor:          # shared parameters: one copy per trial
-        return x.expand(*trials, *x.shape[param_lead:])
-    rows: dict[str, list[torch.Tensor]] = {k: [] for k in ("loss", "norm", "corr", "max_prob", "W",
-                                                          "turn", "step")}
-    logged: list[int] = []
-    previous: list[torch.Tensor] = []
-
-    def log(step: int, risk: torch.Tensor, probs: torch.Tensor) -> None:
-        combined = per_trial(attention.combined())
-        rows["turn"].append(direction_angle(combined, previous[0], batch_dims) if previous
-                            else torch.full_like(risk.detach(), float("nan")))
-        previous[:] = [combined.clone()]
-        logged.append(step)
-        rows["loss"].append(risk.detach())
-        rows["norm"].append(_norm(combined.flatten(batch_dims)))
-        rows["corr"].append(correlation(combined, reference, batch_dims) if reference is not None
-                            else torch.full_like(risk.detach(), float("nan")))
-        rows["max_prob"].append(mean_top(probs).expand(trials))
-        if record_iterates:
-            rows["W"].append(combined.clone())
-        if callback is not None:
-            callback(step, attention)
-
+    recorder = Recorder(trials, reference, record_iterates)
     closed_form = stable and not head.params and isinstance(head, LinearHead) and supports(attention)
     if method == "polyak" and not closed_form:
         raise ValueError("the Polyak step needs the problem's fixed linear head, the re-centred "
                          "softmax (stable=True) and a W, (K, Q) or p attention")
     fixed = fixed_terms(problem) if closed_form else None
+    scratch = torch.empty(*trials, *problem.X.shape[-3:], dtype=problem.X.dtype,
+                          device=problem.X.device) if closed_form else None
     duals = [_to_dual(q, p) for q in params] if method == "mirror" else None
-    for step in range(steps + 1):      # arguments checked above: the loop only checks finiteness
-        if closed_form:
-            evaluation = evaluate(attention, problem, loss, fixed, excess=method == "polyak")
-            risk, probs, grads = evaluation[:3]
-        else:
-            logits = attention._logits(problem)
-            risk = risk_from_logits(logits, problem, head, loss, stable)
-        if not bool(torch.isfinite(risk).all()):      # a NaN/inf parameter shows up here too
-            raise TrainingError(f"the loss became NaN/inf at step {step}; lower lr or check the data")
-        logged_now = step % log_every == 0 or step == steps
-        if logged_now:
+    grad_mode = torch.is_grad_enabled()       # the caller's, for the callback
+    with torch.no_grad():               # the gradients are closed-form or taken by autograd.grad
+        for step in range(steps + 1):   # arguments checked above: the loop only checks finiteness
+            if closed_form:
+                evaluation = evaluate(attention, problem, loss, fixed, method == "polyak", scratch=scratch)
+                risk, probs, grads = evaluation[:3]
+            else:
+                with torch.enable_grad():
+                    logits = attention._logits(problem)
+                    risk = risk_from_logits(logits, problem, head, loss, stable)
+                    objective = risk.sum()
+            if not _all_finite(risk):      # a NaN/inf parameter shows up here too
+                raise TrainingError(f"the loss became NaN/inf at step {step}; lower lr or check the data")
+            logged_now = step % log_every == 0 or step == steps
+            if logged_now:
+                if not closed_form:
+                    probs = torch.softmax(logits.detach(), dim=-1)
+                combined = attention.combined()
+                recorder.log(step, combined.expand(*trials, *combined.shape[param_lead:]), risk, probs)
+                if callback is not None:
+                    with torch.set_grad_enabled(grad_mode):
+                        callback(step, attention)
+            if step == steps:
+                recorder.log_length(torch.full_like(risk.detach(), float("nan")))
+                break
             if not closed_form:
-                probs = torch.softmax(logits.detach(), dim=-1)
-            log(step, risk, probs)
-        if step == steps:
-            rows["step"].append(torch.full_like(risk.detach(), float("nan")))
-            break
-        if not closed_form:
-            grads = torch.autograd.grad(risk.sum(), params)
-        with torch.no_grad():
+                grads = torch.autograd.grad(objective, params)
             if ridge:
                 grads = [g + 2 * ridge * q for q, g in zip(params, grads)]
             if method == "ngd":
-                updates = [lr * _block_normalize(g, k, eps) for g, k in zip(grads, core)]
+                updates = [_block_normalize(g, k, eps).mul_(lr) for g, k in zip(grads, core)]
             elif method == "polyak":
                 excess = _shared(excess_over_optimal(evaluation, problem, loss), params, core)
                 updates = _polyak(grads, core, excess, lr, max_step)
@@ -228,26 +171,14 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
                 shrink = torch.clamp(max_step / _length(updates, core), max=1.0).nan_to_num(1.0)
                 updates = [u * _expand(shrink, k) for u, k in zip(updates, core)]
             if logged_now:                  # the length is only measured where it is recorded
-                rows["step"].append(_length(updates, core).expand(trials))
+                recorder.log_length(_length(updates, core).expand(trials))
             for param, u in zip(params, updates):
                 param -= u
-            if not all(bool(torch.isfinite(q).all()) for q in params):
+            if not all(_all_finite(q) for q in params):
                 raise TrainingError(f"a parameter became NaN/inf at step {step + 1} (it passed "
                                     "~1e308, or a callback wrote NaN); lower lr or start from a "
                                     "smaller point")
-
-    return History(steps=torch.tensor(logged), loss=torch.stack(rows["loss"]),
-                   norm=torch.stack(rows["norm"]), corr=torch.stack(rows["corr"]),
-                   max_prob=torch.stack(rows["max_prob"]), turn=torch.stack(rows["turn"]),
-                   step=torch.stack(rows["step"]), iterates=torch.stack(rows["W"]) if record_iterates else None)
-
-
-def _norm(rows: torch.Tensor) -> torch.Tensor:
-    """Euclidean norm of each row, computed on the row divided by its largest entry (no overflow
-    for entries of 1e200 or 1e300)."""
-    top = rows.abs().amax(dim=-1)
-    safe = torch.where(top > 0, top, torch.ones_like(top))
-    return safe * (rows / safe.unsqueeze(-1)).norm(dim=-1)
+    return recorder.history()
 
 
 def _trials_shape(attention: Attention, problem: Problem, head: Head) -> tuple[int, ...]:
@@ -259,6 +190,13 @@ def _trials_shape(attention: Attention, problem: Problem, head: Head) -> tuple[i
     except RuntimeError:
         raise ValueError(f"the parameters have trials shapes {leads} and the problem "
                          f"{problem.batch_shape}: they must match (or one must be empty)") from None
+
+
+def _all_finite(values: torch.Tensor) -> bool:
+    """Whether every entry is finite: its largest ``|entry|`` is (a NaN makes it NaN); one tensor
+    operation instead of the four of ``isfinite(values).all()``."""
+    top = values if values.numel() == 1 else torch.linalg.vector_norm(values, math.inf)
+    return math.isfinite(top.item())
 
 
 def _shared(per_trial: torch.Tensor, params: list[torch.Tensor], core: tuple[int, ...]) -> torch.Tensor:
