@@ -77,12 +77,12 @@ def available_devices() -> list[str]:
 
 def check_available(resolved: torch.device, asked: Any = None) -> None:
     """Raise ``ValueError`` unless ``resolved`` is a CPU, CUDA or MPS device present here."""
+    if resolved.type == "cpu":
+        return
     asked = resolved if asked is None else asked
     have = available_devices()
     hint = (f"this machine has {', '.join(have)}; use one of them, or device='auto', which picks "
             "CUDA when there is a GPU and the CPU otherwise")
-    if resolved.type == "cpu":
-        return
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"device {str(asked)!r} asks for CUDA, but CUDA is not available "
