@@ -284,9 +284,9 @@ def test_constraint_rows_match_the_loop_and_the_one_check_path_matches_the_two_c
             W_dir = A.gen_svm(P.X, P.Z, sets).W
         except A.InfeasibleError:
             with pytest.raises(A.InfeasibleError):
-                _direction_and_finite_part(P.X, P.Z, sets, s)
+                _direction_and_finite_part(X, Z, mask, s.numpy())
             continue
-        both = _direction_and_finite_part(P.X, P.Z, sets, s)
+        both = _direction_and_finite_part(X, Z, mask, s.numpy())
         assert torch.equal(both[0], W_dir) and torch.equal(both[1], A.finite_part(P.X, P.Z, sets, s))
         solved += 1
     assert solved >= 10

@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from .gensvm import KEEP, MASKED, _direction_and_finite_part, selected_sets
+from .gensvm import KEEP, MASKED, _check_data, _direction_and_finite_part, selected_sets
 from .svm_eq import svm_eq_fit
 from .metrics import corr, correlation
 from .reluhead import a6_draw, ngd_relu_head, span_iterates
@@ -62,18 +63,19 @@ def gen_svm_violation(W, X, Z, selected) -> float:
     sets = as_mask(selected, "selected", (n, T))
     if not bool(sets.any(-1).all()):
         raise ValueError("every set must contain a token: a row of `selected` is all False")
-    return _violation(W, X, Z, sets)
+    return float(_violations(W[None], X[None], Z[None], sets[None])[0])
 
 
-def _violation(W: torch.Tensor, X: torch.Tensor, Z: torch.Tensor, sets: torch.Tensor) -> float:
-    """:func:`gen_svm_violation` on checked tensors."""
-    logits = torch.einsum("ntd,de,ne->nt", X, W, Z)
+def _violations(W: torch.Tensor, X: torch.Tensor, Z: torch.Tensor, sets: torch.Tensor) -> torch.Tensor:
+    """:func:`gen_svm_violation` of a batch of checked runs: ``W (B, d, d)``, ``X (B, n, T, d)``,
+    ``Z (B, n, d)``, ``sets (B, n, T)``; returns ``(B,)``."""
+    logits = torch.einsum("bntd,bde,bne->bnt", X, W, Z)
     inside_min = torch.where(sets, logits, torch.inf).amin(-1)
     inside_max = torch.where(sets, logits, -torch.inf).amax(-1)
     outside = torch.where(sets, -torch.inf, logits).amax(-1)
-    spread = float((inside_max - inside_min).max())
-    margin = 1 - (inside_min - outside)[~sets.all(-1)]
-    return max(spread, float(margin.max()) if margin.numel() else 0.0)
+    spread = (inside_max - inside_min).amax(-1)                  # >= 0
+    margin = torch.where(sets.all(-1), -torch.inf, 1 - (inside_min - outside)).amax(-1)
+    return torch.maximum(spread, margin)
 
 
 @dataclass(frozen=True)
@@ -127,13 +129,30 @@ class A6Study:
         return (c["accepted"] / c["drawn"], *proportion_interval(c["accepted"], c["drawn"]))
 
 
-def _solve_run(X, Z, s, keep: float) -> dict:
-    """Gen-SVM direction, finite part and one-token Att-SVM of one clear run."""
-    sets = s >= keep
+def _solve_run(X: np.ndarray, Z: np.ndarray, s: np.ndarray, sets: np.ndarray, alpha: np.ndarray) -> dict:
+    """Gen-SVM direction, finite part and one-token Att-SVM (of the tokens ``alpha``) of one clear
+    run, from checked arrays (``sets``: the probabilities ``s`` at least the keep threshold)."""
     W_dir, W_fin = _direction_and_finite_part(X, Z, sets, s)
-    one = att_svm(X, Z, s.argmax(-1)).W
-    return {"dir": W_dir, "fin": W_fin, "one": one, "sets": sets, "full": bool(sets.all(-1).any()),
-            "single": bool((sets.sum(-1) == 1).all()), "violation": _violation(W_dir, X, Z, sets)}
+    one = att_svm(X, Z, alpha).W
+    return {"dir": W_dir, "fin": W_fin, "one": one, "sets": torch.from_numpy(sets),
+            "full": bool(sets.all(-1).any()), "single": bool((sets.sum(-1) == 1).all())}
+
+
+def _checked_arrays(X: torch.Tensor, Z: torch.Tensor, s: torch.Tensor, clear: torch.Tensor,
+                    keep: float) -> tuple[np.ndarray, ...]:
+    """A batch of runs as the arrays :func:`_solve_run` takes, checked once for all its runs (the
+    checks :func:`attnsvm.gen_svm` and :func:`attnsvm.finite_part` make per run): ``X``, ``Z``,
+    ``s``, the sets ``s >= keep`` (non-empty in every clear run) and the most likely tokens."""
+    B, n, T, d = X.shape
+    Xn, Zn = _check_data(X.reshape(B * n, T, d), Z.reshape(B * n, d))
+    sets = s >= keep
+    empty = clear[:, None] & ~sets.any(-1)
+    if bool(empty.any()):
+        b, i = (int(k) for k in empty.nonzero()[0])
+        raise ValueError(f"run {b}, example {i} selects no token (no probability >= keep = {keep}): "
+                         "every set O_i needs one")
+    return (Xn.reshape(B, n, T, d), Zn.reshape(B, n, d), s.numpy(), sets.numpy(),
+            s.argmax(-1).numpy())
 
 
 def a6_study(d: int, n_accepted: int, generator: torch.Generator | None = None, *, steps: int = 2000,
@@ -192,22 +211,27 @@ def a6_study(d: int, n_accepted: int, generator: torch.Generator | None = None, 
         for b in torch.nonzero(~clear).flatten()[:max(0, n_rejected - len(rejected))].tolist():
             one = att_svm(X[b], Z[b], s[b].argmax(-1)).W
             rejected.append(1 - float(correlation(W_last[b], one)))
-        chosen, solutions = [], []                     # the curve runs of this batch
+        chosen, solutions, solved = [], [], []         # the curve runs of this batch; the solved
+        arrays = _checked_arrays(X, Z, s, clear, keep)
         for b in torch.nonzero(clear).flatten().tolist():
             try:
-                sol = _solve_run(X[b], Z[b], s[b], keep)
+                sol = _solve_run(*(array[b] for array in arrays))
             except (InfeasibleError, IllConditionedError):
                 st["failed"] += 1
                 continue
             st["accepted"] += 1
             st["full"] += int(sol["full"])
             st["one_token"] += int(sol["single"])
-            worst.append(sol["violation"])
+            solved.append((b, sol["dir"], sol["sets"]))
             if len(kind) < n_accepted:
                 chosen.append(b)
                 solutions.append(sol)
                 kind.append(2 if sol["full"] else 0 if sol["single"] else 1)
                 masked_max.append(float(s[b][s[b] < keep].max()))
+        if solved:                                    # the Gen-SVM constraints, all runs at once
+            rows, W_dirs, sets = zip(*solved)
+            worst.append(float(_violations(torch.stack(W_dirs), X[list(rows)], Z[list(rows)],
+                                           torch.stack(sets)).max()))
         if chosen:                                    # every logged iterate of the curve runs at once
             Ws = span_iterates(beta[:, chosen], X[chosen], Z[chosen], W0[chosen]).transpose(0, 1)
             targets = {key: torch.stack([sol[key] for sol in solutions])

@@ -287,14 +287,12 @@ def _finite_part(X: np.ndarray, Z: np.ndarray, mask: np.ndarray, s: np.ndarray, 
     return torch.from_numpy(_unscale(solution.reshape(d, d), sx * sz, "finite part"))
 
 
-def _direction_and_finite_part(X, Z, selected, probabilities) -> tuple[torch.Tensor, torch.Tensor]:
-    """``gen_svm(X, Z, selected).W`` and ``finite_part(X, Z, selected, probabilities)``, the same
-    digits, from one check of the data and one set of constraint rows (the two parts of the
-    authors' SVM-eq prediction ``W_fin + C W_dir`` of one run; :func:`attnsvm.a6_study`)."""
-    X, Z = _check_data(X, Z)
-    n, T, _ = X.shape
-    sets = _sets(selected, n, T)
-    s = _set_probabilities(probabilities, sets)
+def _direction_and_finite_part(X: np.ndarray, Z: np.ndarray, sets: np.ndarray, s: np.ndarray
+                               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``gen_svm(X, Z, sets).W`` and ``finite_part(X, Z, sets, s)``, the same digits, from one set
+    of constraint rows (the two parts of the authors' SVM-eq prediction ``W_fin + C W_dir`` of one
+    run). The data come checked (:func:`_check_data`, non-empty ``sets``, ``s > 0`` inside them):
+    :func:`attnsvm.a6_study` checks a whole batch of runs once."""
     visible = np.ones_like(sets)
     rows = _rows(X * exact_scale(X), Z * exact_scale(Z), sets, visible)
     return _gen_svm(X, Z, sets, visible, rows=rows).W, _finite_part(X, Z, sets, s, E=rows[0])

@@ -107,12 +107,14 @@ def _chunk(x, y, z, V, W0, steps: int, lr: float, eps: float, every: int, k: int
     dev = x.device                       # every buffer on the inputs' device (CPU or CUDA)
     like = {"dtype": dtype, "device": dev}
     kept = torch.empty(steps // every + 1, b, nT, **like)
-    beta = torch.zeros(nT, b, **like)
+    state = torch.zeros(2, nT, b, **like)            # beta and the logits, updated together
+    update = torch.empty(2, nT, b, **like)           # their steps: delta / max|delta| and K of it
+    beta, a, dn, Kd = state[0], state[1], update[0], update[1]
     # preallocated buffers: the step below allocates only the softmax
     bufK, bufX, bufP = (torch.empty(nT, nT, b, **like), torch.empty(n, T, k, b, **like),
                         torch.empty(n, T, T, b, **like))
     hid, gv, c = torch.empty(n, k, b, **like), torch.empty(n, T, b, **like), torch.empty(n, T, b, **like)
-    Kd, a, bufM = torch.empty(nT, b, **like), torch.empty(nT, b, **like), torch.empty(nT, b, **like)
+    bufM = torch.empty(nT, b, **like)
     f, lprime = torch.empty(n, b, **like), torch.empty(n, b, **like)
     top, safe, norm, tiny = (torch.empty(b, **like) for _ in range(4))
     pos = torch.empty(b, dtype=torch.bool, device=dev)
@@ -143,7 +145,7 @@ def _chunk(x, y, z, V, W0, steps: int, lr: float, eps: float, every: int, k: int
         torch.amax(bufM, 0, out=top)                         # scale first: no underflow
         torch.gt(top, 0, out=pos)
         torch.where(pos, top, one, out=safe)
-        dn = delta.div_(safe)
+        torch.div(delta, safe, out=dn)
         torch.mul(K, dn, out=bufK)
         torch.sum(bufK, 1, out=Kd)
         torch.mul(Kd, dn, out=bufM)
@@ -154,8 +156,7 @@ def _chunk(x, y, z, V, W0, steps: int, lr: float, eps: float, every: int, k: int
         coef = norm.add_(tiny).reciprocal_().mul_(lr)        # lr / (...), as torch computes it
         if eps == 0:
             torch.where(pos, coef, zero, out=coef)
-        beta.sub_(dn.mul_(coef))
-        a.sub_(Kd.mul_(coef))                                # logits follow beta
+        state.sub_(update.mul_(coef))                        # beta moves; the logits follow
     return kept
 
 
