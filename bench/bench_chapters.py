@@ -29,11 +29,13 @@ import jupytext
 import nbclient
 
 ROOT = Path(__file__).resolve().parents[1]
-# the revision before the last round of build-time work (certified batched Att-SVM*, faster training
-# loop, paths, selections, A6 and ch10's baselines); the round before it started at bad9227
-BEFORE = "672551e"
+# the revision before the last round of build-time work (the path and A4 step loops, the training
+# core, A6, norm_svm's compiled problems, cvxpy imported on first use); the rounds before it started
+# at 672551e and bad9227
+BEFORE = "d659198"
 HEAVY = ["book/ch03b_reproducing_paper_a.md", "book/ch05_overparameterization.md+book/ch05b_a4_replication.md",
-         "book/ch06_nonlinear_heads.md", "book/ch10_digits_transformer.md", "book/ch08_sequences.md"]
+         "book/ch06_nonlinear_heads.md", "book/ch10_digits_transformer.md", "book/ch09_optimizer_norms.md",
+         "book/ch02_regularization_path.md", "book/ch03_kq_vs_w.md", "book/ch08_sequences.md"]
 
 
 def run_chapter(path: Path, lib: Path) -> tuple[float, float]:

@@ -102,3 +102,12 @@ def test_selected_tokens_probability_and_global():
     assert p.opt.tolist() == [2, 0]
     assert bool(A.is_global(p, torch.tensor([2, 0])))
     assert not bool(A.is_global(p, torch.tensor([2, 1])))
+
+
+def test_broadcast_shape_is_torchs():
+    from attnsvm.utils import broadcast_shape
+    for shapes in [((2, 3), (3,)), ((), (4, 1)), ((5, 1, 2), (1, 7, 1)), ((0, 3), (1, 3)), ((2,),)]:
+        assert broadcast_shape(*shapes) == torch.broadcast_shapes(*shapes)
+        assert isinstance(broadcast_shape(*shapes), torch.Size)
+    with pytest.raises(RuntimeError):
+        broadcast_shape((2, 3), (4, 3))

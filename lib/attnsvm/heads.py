@@ -11,7 +11,7 @@ import torch
 
 from .data import Problem
 from .models import Attention
-from .utils import as_tensor, check_flag, check_nonempty, check_positive
+from .utils import as_tensor, broadcast_shape, check_flag, check_nonempty, check_positive
 
 
 def attention_output(X: torch.Tensor, logits: torch.Tensor, stable: bool = True) -> torch.Tensor:
@@ -164,7 +164,7 @@ def check_compatible(attention: Attention, problem: Problem) -> None:
                              "build the parameters with the same dtype/device")
         lead = tuple(p.shape[: p.ndim - k])
         try:
-            torch.broadcast_shapes(lead, problem.batch_shape)
+            broadcast_shape(lead, problem.batch_shape)
         except RuntimeError:
             raise ValueError(f"the parameters have trials shape {lead} and the problem "
                              f"{problem.batch_shape}: they must match (or one must be empty)") from None
@@ -194,7 +194,7 @@ def check_head(head: "Head | None", problem: Problem) -> None:
     lead = tuple(tensor.shape[: tensor.ndim - core])
     try:
         fits = not problem.batch_shape or \
-            tuple(torch.broadcast_shapes(lead, problem.batch_shape)) == tuple(problem.batch_shape)
+            tuple(broadcast_shape(lead, problem.batch_shape)) == tuple(problem.batch_shape)
     except RuntimeError:
         fits = False
     if not fits:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from .data import Problem
-from .utils import as_array, as_tensor, check_count, check_positive
+from .utils import as_array, as_tensor, broadcast_shape, check_count, check_positive
 
 
 def _probabilities(probabilities, name: str = "probabilities") -> torch.Tensor:
@@ -44,7 +44,7 @@ def corr(A, B, batch_dims: int = 0) -> torch.Tensor:
     A, B = as_tensor(A, "A", dtype=None), as_tensor(B, "B", dtype=None)
     batch_dims = check_count(batch_dims, "batch_dims")
     try:
-        shape = torch.broadcast_shapes(A.shape, B.shape)
+        shape = broadcast_shape(A.shape, B.shape)
     except RuntimeError:
         raise ValueError(f"A {tuple(A.shape)} and B {tuple(B.shape)} do not broadcast") from None
     if batch_dims > len(shape) - 1 and len(shape):
@@ -150,7 +150,7 @@ def is_global(problem: Problem, alpha: torch.Tensor) -> torch.Tensor:
     opt = problem.opt
     raw = as_array(alpha, "alpha")
     try:
-        shape = tuple(torch.broadcast_shapes(raw.shape, opt.shape))
+        shape = tuple(broadcast_shape(raw.shape, opt.shape))
     except RuntimeError:
         raise ValueError(f"alpha {tuple(raw.shape)} does not fit the problem's (*B, n) = "
                          f"{tuple(opt.shape)}") from None

@@ -10,7 +10,7 @@ import torch
 from .data import Problem
 from .gradients import Evaluation
 from .models import Attention, KQAttention, PromptAttention, WAttention
-from .utils import as_tensor, check_generator, check_positive, check_seed
+from .utils import as_tensor, broadcast_shape, check_generator, check_positive, check_seed
 
 
 MAX_RESTARTS = 1000  # random starts per radius, at most
@@ -99,7 +99,7 @@ def _match_trials(attention: Attention, problem: Problem) -> Problem:
     lead = tuple(p.shape[: p.ndim - k])
     if problem.batch_shape == lead:
         return problem
-    full = torch.broadcast_shapes(lead, problem.batch_shape)     # check_compatible: they broadcast
+    full = broadcast_shape(lead, problem.batch_shape)     # check_compatible: they broadcast
     if full != lead:
         raise ValueError(f"the path needs one set of parameters per trial: {attention.names[0]} "
                          f"has trials shape {lead} and the problem {problem.batch_shape}; expand "

@@ -31,7 +31,7 @@ from .models import Attention
 from .steps import (_block_normalize, _expand, _from_dual, _length, _polar, _polyak, _to_dual,
                     block_normalize)
 from .train_log import History, Recorder, direction_angle
-from .utils import as_tensor, check_count, check_flag, check_positive
+from .utils import as_tensor, broadcast_shape, check_count, check_flag, check_positive
 
 
 METHODS = ("gd", "ngd", "polyak", "mirror", "spectral", "sign")
@@ -186,7 +186,7 @@ def _trials_shape(attention: Attention, problem: Problem, head: Head) -> tuple[i
     leads = [tuple(q.shape[: q.ndim - k]) for q, k in
              zip(attention.params + head.params, attention.core_dims + head.core_dims)]
     try:
-        return tuple(torch.broadcast_shapes(problem.batch_shape, *leads))
+        return tuple(broadcast_shape(problem.batch_shape, *leads))
     except RuntimeError:
         raise ValueError(f"the parameters have trials shapes {leads} and the problem "
                          f"{problem.batch_shape}: they must match (or one must be empty)") from None

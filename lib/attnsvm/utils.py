@@ -167,6 +167,16 @@ def exact_scale(values: Any) -> float:
     return 2.0 ** -np.frexp(top)[1]
 
 
+def broadcast_shape(*shapes) -> torch.Size:
+    """``torch.broadcast_shapes`` without its import of torch's symbolic-shape machinery (about half
+    a second on its first call in a process): the shapes broadcast together, ``RuntimeError`` (as
+    torch) when they do not."""
+    try:
+        return torch.Size(np.broadcast_shapes(*(tuple(shape) for shape in shapes)))
+    except ValueError as error:
+        raise RuntimeError(str(error)) from None
+
+
 def check_finite(tensor: torch.Tensor, name: str) -> None:
     """Raise ``ValueError`` if ``tensor`` holds NaN or inf, saying where the first one is."""
     bad = ~torch.isfinite(tensor)
