@@ -160,3 +160,23 @@ def test_sign_descent_steps_are_signs():
     again = A.WAttention.zeros(3)
     A.train(again, P, 1, 0.1, "sign")
     assert torch.equal(att.W, again.W)
+
+
+def test_threads_do_not_share_a_compiled_problem():
+    import threading
+    P = A.random_problem(3, 4, 5, trials=12, generator=A.set_seed(1))
+    alone = [A.norm_svm(P.X[b], P.Z[b], P.opt[b], "spectral").W for b in range(12)]
+    found, errors = {}, []
+
+    def solve(offset):
+        for b in range(offset, 12, 2):
+            try:
+                found[b] = A.norm_svm(P.X[b], P.Z[b], P.opt[b], "spectral").W
+            except ValueError as error:
+                errors.append(error)
+    threads = [threading.Thread(target=solve, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and all(torch.equal(found[b], alone[b]) for b in range(12))

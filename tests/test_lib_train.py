@@ -369,7 +369,7 @@ def test_history_tells_a_settled_direction_from_a_moving_one():
 
 
 def test_direction_angle_is_accurate_for_tiny_angles():
-    from attnsvm.train import direction_angle
+    from attnsvm.train_log import direction_angle
     a = torch.tensor([1.0, 0.0], dtype=torch.float64)
     for angle in (1e-3, 1e-8, 1e-12):
         b = torch.tensor([math.cos(angle), math.sin(angle)], dtype=torch.float64) * 1e200
@@ -468,3 +468,11 @@ def test_history_rows_are_bitwise_the_per_step_measurements(trials):
         if k:
             assert same(h.turn[k], direction_angle(W, h.iterates[k - 1], depth))
     assert torch.isnan(h.turn[0]).all() and float(h.turn[-1].max()) > 0
+
+
+def test_block_normalize_keeps_autograd():
+    # the training loop divides in place; a caller that differentiates gets a graph that works
+    g = torch.randn(3, 2, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x: A.block_normalize(x, 2), (g,))
+    with torch.no_grad():
+        assert torch.equal(A.block_normalize(g, 2), A.block_normalize(g.detach(), 2))

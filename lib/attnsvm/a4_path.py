@@ -77,7 +77,7 @@ def ngd_logit_path(X: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor, values: to
         ZZ = (Zd @ Zd.transpose(-1, -2)).permute(1, 2, 0).unsqueeze(2).contiguous()   # (n, n, 1, B)
         c = values.detach().permute(1, 2, 0).contiguous()                # (n, T, B)
         negY = (-Y.detach()).T.unsqueeze(1).contiguous()                 # (n, 1, B)
-        a = logits.detach().permute(1, 2, 0).contiguous()
+        a = logits.detach().permute(1, 2, 0).clone(memory_format=torch.contiguous_format)  # (a copy)
         with torch.jit.optimized_execution(False):
             path = _ngd_logit_steps_fast(Xl, ZZ, c, negY, a, [int(b) for b in budgets], float(lr))
     # copies made outside inference mode: ordinary tensors, laid out (B, n, T)

@@ -22,7 +22,8 @@ from .heads import empirical_risk
 from .models import WAttention
 from .selections import check_saturation, run_outcomes, selection_kind
 from .svm import SVMResult
-from .train import direction_angle, train
+from .train import train
+from .train_log import direction_angle
 from .utils import as_array, as_mask, as_tensor, check_count, check_positive, check_seed, set_seed
 
 

@@ -20,7 +20,9 @@ from .utils import (DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_fl
 
 @dataclass(frozen=True)
 class Problem:
-    """A validated training set ``(X_i, z_i, Y_i)`` with a fixed linear head ``v``.
+    """A validated training set ``(X_i, z_i, Y_i)`` with a fixed linear head ``v``. The arrays are
+    checked once, when the problem is made, and not copied: change them in place afterwards and
+    the checks no longer vouch for them (:meth:`trial` and :meth:`select` do not check again).
 
     Attributes:
         X: tokens, shape ``(*B, n, T, d)``.

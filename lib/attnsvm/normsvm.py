@@ -33,12 +33,11 @@ strictly convex: ``unique=False``, the solution set may not be a point), and for
 from __future__ import annotations
 
 import warnings
-from functools import lru_cache
 
 import numpy as np
 import torch
 
-from .lazy_cvxpy import cp
+from .lazy_cvxpy import compiled_per_thread, cp
 from .svm import (SVMResult, _check_sizes, _constrained, _numpy, _result, _selection,
                   token_differences)
 from .svm_core import (CLARABEL_OPTIONS, IllConditionedError, InfeasibleError, _min_norm_point,
@@ -147,7 +146,7 @@ def norm_svm(X, Z, alpha, norm, diagonal: bool = False, support_tol: float = 1e-
                    unique=norm not in ("spectral", 1.0, np.inf), accuracy=accuracy)
 
 
-@lru_cache(maxsize=64)
+@compiled_per_thread(maxsize=64)
 def _conic_problem(rows: int, d: int, norm, diagonal: bool):
     """The cvxpy problem ``min ||w|| s.t. A w >= 1`` with ``A`` a Parameter ``(rows, d or d * d)``,
     compiled once per size and norm (cvxpy reuses the compilation for every new ``A``)."""

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import torch
 
 from .duality import _scaled_features
-from .lazy_cvxpy import cp
+from .lazy_cvxpy import compiled_per_thread, cp
 from .svm import _selection
 from .svm_core import CLARABEL_OPTIONS, IllConditionedError
 
@@ -59,7 +58,7 @@ def _features(X, Z, alpha) -> tuple[np.ndarray, int, float]:
     return features[keep].reshape(-1, d * d), d, scale
 
 
-@lru_cache(maxsize=32)
+@compiled_per_thread(maxsize=32)
 def _dual_problem(rows: int, d: int):
     F = cp.Parameter((rows, d * d))
     lam = cp.Variable(rows, nonneg=True)
@@ -99,7 +98,7 @@ def nuclear_dual(X, Z, alpha) -> NuclearDual:
     raise IllConditionedError("no verified solution of the dual of Att-SVM*: " + "; ".join(attempts))
 
 
-@lru_cache(maxsize=32)
+@compiled_per_thread(maxsize=32)
 def _primal_problem(rows: int, d: int):
     F = cp.Parameter((rows, d * d))
     W = cp.Variable((d, d))

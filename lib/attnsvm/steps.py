@@ -45,7 +45,10 @@ def _block_normalize(grad: torch.Tensor, core_dims: int, eps: float = 0.0, q: fl
     norm = torch.linalg.vector_norm(scaled, ord=q, dim=dims, keepdim=True)
     if eps:                  # (a scalar over a subnormal divides by multiplying with 1/x = inf)
         norm = norm + eps / safe
-    scaled.div_(norm)
+    if torch.is_grad_enabled() and scaled.requires_grad:
+        scaled = scaled / norm            # (autograd keeps ``scaled`` for the norm's backward)
+    else:
+        scaled.div_(norm)                 # the training loop: no graph, no new array
     return scaled if every else torch.where(positive, scaled, 0.0)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.optimize
 import torch
 
-from .lazy_cvxpy import cp
+from .lazy_cvxpy import compiled_per_thread, cp
 from .nuclear_ipm import certified_nuclear_svms
 
 
@@ -111,7 +111,7 @@ def _scaled_norm(x: np.ndarray, norm: str | None = None) -> float:
     return float(top * np.linalg.norm(x / top, norm))
 
 
-@lru_cache(maxsize=128)
+@compiled_per_thread(maxsize=128)
 def _compiled(rows: int, shape: tuple[int, ...], norm: str, dual: bool):
     """A cvxpy problem for ``min ||w|| s.t. A vec(w) >= 1`` with ``A`` a Parameter, compiled once
     per size; returns ``(problem, A, solution)`` where ``solution()`` reads ``w`` off the solve.

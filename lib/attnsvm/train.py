@@ -30,7 +30,7 @@ from .heads import Head, LinearHead, check_compatible, check_head, check_loss, r
 from .models import Attention
 from .steps import (_block_normalize, _expand, _from_dual, _length, _polar, _polyak, _to_dual,
                     block_normalize)
-from .train_log import History, Recorder, direction_angle
+from .train_log import History, Recorder
 from .utils import as_tensor, broadcast_shape, check_count, check_flag, check_positive
 
 

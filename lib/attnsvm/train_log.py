@@ -63,14 +63,25 @@ def _unit(x: torch.Tensor, batch_dims: int) -> torch.Tensor:
 def _block_angles(A: torch.Tensor, B: torch.Tensor, batch_dims: int) -> torch.Tensor:
     """:func:`direction_angle` of each row of a block (first dimension) of pairs, each row's
     ``atan2`` evaluated as it is on that row alone: the rows lie apart in memory, so no SIMD
-    lane mixes two rows (a vectorized ``atan2`` may round its last bit unlike the scalar one)."""
+    lane mixes two rows (a vectorized ``atan2`` may round its last bit unlike the scalar one); and
+    no call spans more than ``_GRAIN`` entries, the size above which torch splits an operation
+    between threads (at a place that could cut a row), so the result is the same for any number
+    of threads."""
     a, b = _unit(A, batch_dims), _unit(B, batch_dims)
     rows = len(a)
     apart = torch.empty(2, rows, a[0, ..., 0].numel() + 1, dtype=a.dtype, device=a.device)
     width = apart.shape[-1] - 1
     apart[0, :, :width] = (a - b).norm(dim=-1).reshape(rows, width)
     apart[1, :, :width] = (a + b).norm(dim=-1).reshape(rows, width)
-    return 2 * torch.atan2(apart[0, :, :width], apart[1, :, :width]).reshape(a.shape[:-1])
+    angles = torch.empty(rows, width, dtype=a.dtype, device=a.device)
+    per_call = max(1, _GRAIN // (width + 1))
+    for start in range(0, rows, per_call):
+        part = slice(start, start + per_call)
+        angles[part] = torch.atan2(apart[0, part, :width], apart[1, part, :width])
+    return 2 * angles.reshape(a.shape[:-1])
+
+
+_GRAIN = 32768              # at::internal::GRAIN_SIZE
 
 
 def row_norm(rows: torch.Tensor) -> torch.Tensor:
