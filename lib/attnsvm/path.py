@@ -29,11 +29,11 @@ from dataclasses import dataclass
 import torch
 
 from .data import Problem
-from .gradients import no_worse, supports
+from .gradients import fixed_terms, no_worse, supports
 from .heads import Head, check_compatible, check_head, check_loss
 from .metrics import corr
 from .models import Attention
-from .path_descent import (_ball_radius, _descend, _evaluate, _fixed_terms, _pick, _project_cone,
+from .path_descent import (_ball_radius, _descend, _evaluate, _pick, _project_cone,
                            _select)
 from .path_provenance import START_NAMES, PathProvenance, _won
 from .path_setup import (_check_cone, _check_per_trial, _check_radii, _check_reference,
@@ -197,12 +197,12 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
         reference = _check_reference(reference, attention)
     params, core = attention.params, attention.core_dims
     closed_form = head is None and supports(attention)
-    fixed = _fixed_terms(problem) if closed_form else None
+    fixed = fixed_terms(problem) if closed_form else None
     evaluate = lambda: _evaluate(attention, problem, head, loss, fixed)      # noqa: E731
     if restarts:                 # the best deterministic start and the restarts, as one batch
         lead = tuple(params[0].shape[: params[0].ndim - core[0]])
         wide = _widen(problem, (restarts + 1, *lead))
-        wide_fixed = _fixed_terms(wide) if closed_form else None
+        wide_fixed = fixed_terms(wide) if closed_form else None
         batch = copy.copy(attention)
         evaluate_batch = lambda: _evaluate(batch, wide, head, loss, wide_fixed)   # noqa: E731
     out: dict[str, list[torch.Tensor]] = {k: [] for k in ("W", "loss", "tangential", "ok", "ref",

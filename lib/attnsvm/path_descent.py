@@ -73,18 +73,10 @@ def _search_direction(params: list[torch.Tensor], grads: list[torch.Tensor], cor
     return direction, torch.where(inner.abs() + gnorm > 1e-300, residual, torch.nan)
 
 
-def _fixed_terms(problem: Problem) -> FixedTerms:
-    """What the closed-form gradient needs of the path's problem, computed once per path: the
-    token values ``c_it = gamma_it Y_i`` and the terms :func:`gradients.risk_and_gradients` builds
-    from them."""
-    values = problem.scores * problem.Y.unsqueeze(-1)
-    return FixedTerms(values, values * problem.Y.unsqueeze(-1), problem.Y * -problem.n)
-
-
 def _evaluate(attention: Attention, problem: Problem, head: Head | None, loss: str,
               fixed: FixedTerms | None) -> Evaluation:
     """Risk and gradients, closed form for the problem's linear head (``fixed`` given, from
-    :func:`_fixed_terms`; the problem and parameters were checked on entry to the path),
+    :func:`gradients.fixed_terms`; the problem and parameters were checked on entry to the path),
     autograd otherwise; without the closed form, points are compared by their risk alone."""
     if fixed is not None:
         return evaluate(attention, problem, loss, fixed)
