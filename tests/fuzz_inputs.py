@@ -412,7 +412,9 @@ def method_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
 
 BAD_ARRAYS = ["abc", None, {"a": 1}, object(), [1, "x"]]
 SCALES = (1e200, 1e300, 1e-300)
-DEVICES = ("cuda", "cuda:99", "nodevice", "mps", 3)
+# Devices this machine lacks: on a machine with GPUs the first is the GPU index one past the last.
+ABSENT_CUDA = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
+DEVICES = (ABSENT_CUDA, "cuda:99", "nodevice", "mps", 3)
 
 
 def _close(a, b, rtol: float = 1e-9) -> bool:
@@ -570,7 +572,7 @@ def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
               (torch.ones(0, dtype=F64), torch.ones(0, dtype=F64))) + tuple((v, torch.ones(4)) for v in BAD_ARRAYS):
         add("DiagonalAttention", "shape", f"k, q = {str(d)[:40]}", lambda d=d: A.DiagonalAttention(*d))
     for kw in ({"d": 0}, {"d": 4, "trials": 0}, {"d": 4, "scale": -1.0}, {"d": 4, "dtype": None},
-               {"d": 4, "device": "cuda"}, {"d": "4"}):
+               {"d": 4, "device": ABSENT_CUDA}, {"d": "4"}):
         add("DiagonalAttention", "init", f"init({kw})", lambda kw=kw: A.DiagonalAttention.init(**kw))
     for v, lam in ((torch.ones(3, 4), 0.1), (torch.ones(4), -1.0), (torch.ones(4), math.nan), ("v", 0.1),
                    (torch.ones(4), "0.1"), (torch.tensor(1.0), 0.1), (torch.ones(0), 0.1)):
@@ -672,7 +674,7 @@ def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
         add("WAttention", "device", f"zeros(device={device!r})", lambda d=device: A.WAttention.zeros(4, device=d))
         add("KQAttention", "device", f"init(device={device!r})", lambda d=device: A.KQAttention.init(4, device=d))
         add("DiagonalAttention", "device", f"init(device={device!r})", lambda d=device: A.DiagonalAttention.init(4, device=d))
-        if device in ("cuda", "cuda:99", "mps"):
+        if device in (ABSENT_CUDA, "cuda:99", "mps"):
             add("get_device", "device", f"torch.device({device!r})", lambda d=device: A.get_device(torch.device(d)))
 
     # metrics and helpers

@@ -141,6 +141,19 @@ def test_device_auto_is_cpu_here_and_to_round_trip(small):
     assert torch.allclose(back.X.cpu(), small.X, atol=1e-7)
 
 
+
+def test_cuda_without_an_index_resolves_to_the_device_its_tensors_report(monkeypatch):
+    """On a GPU machine get_device("auto") and get_device("cuda") are the current GPU, cuda:k,
+    which is what a tensor's .device says (torch.device("cuda") != torch.device("cuda:0"))."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    for asked in ("auto", "cuda", torch.device("cuda")):
+        assert A.get_device(asked) == torch.device("cuda:1")
+    assert A.get_device("cuda:0") == torch.device("cuda:0")
+    with pytest.raises(ValueError, match="GPU 2"):
+        A.get_device("cuda:2")
+
 # --- generators and seeding ------------------------------------------------------------------------
 
 def test_random_problem_deterministic_under_seed():

@@ -23,7 +23,7 @@ from .reluhead import a6_draw, ngd_relu_head, span_iterates
 from .report import proportion_interval
 from .svm import att_svm
 from .svm_core import IllConditionedError, InfeasibleError
-from .utils import as_mask, as_tensor, check_count, check_generator, check_positive
+from .utils import as_mask, as_tensor, broadcast_shape, check_count, check_generator, check_positive
 
 A6_EPS = float(torch.finfo(torch.float64).eps)     # the authors' eps in ||g|| + eps (2.2e-16)
 A6_PLAN = {4: 0.2, 6: 0.09, 8: 0.043, 10: 0.019}  # planning guesses of the acceptance per drawn run
@@ -42,12 +42,12 @@ def attention_probabilities(W, X, Z) -> torch.Tensor:
     d = X.shape[-1]
     if W.shape[-2:] != (d, d) or Z.shape[-1] != d or Z.shape[-2] != X.shape[-3]:
         raise ValueError(f"shapes do not match: W {tuple(W.shape)}, X {tuple(X.shape)}, Z {tuple(Z.shape)}")
-    try:
-        logits = torch.einsum("...ntd,...de,...ne->...nt", X, W, Z)
+    try:                         # checked here: einsum's own error depends on opt_einsum's presence
+        broadcast_shape(W.shape[:-2], X.shape[:-3], Z.shape[:-2])
     except RuntimeError:
         raise ValueError(f"batch dimensions of W {tuple(W.shape)}, X {tuple(X.shape)} and Z "
                          f"{tuple(Z.shape)} do not match") from None
-    return torch.softmax(logits, dim=-1)
+    return torch.softmax(torch.einsum("...ntd,...de,...ne->...nt", X, W, Z), dim=-1)
 
 
 def gen_svm_violation(W, X, Z, selected) -> float:

@@ -45,6 +45,8 @@ def check_seed(seed: Any) -> int:
 
 def get_device(device: str | torch.device = "auto") -> torch.device:
     """Resolve ``"auto"`` to CUDA when a GPU is present, else CPU; check any other device exists.
+    CUDA without an index resolves to the current GPU (``cuda:0`` by default), the device its
+    tensors report, so that ``tensor.device == get_device("auto")`` holds.
 
     Raises ``ValueError`` naming the device asked and the devices this machine has when it asks
     for CUDA (or MPS) that is not there, or a CUDA index beyond the GPUs present.
@@ -54,7 +56,7 @@ def get_device(device: str | torch.device = "auto") -> torch.device:
     elif not isinstance(device, str):
         raise TypeError(f"device must be 'auto', 'cpu', 'cuda' or a torch.device, got {device!r}")
     elif device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        resolved = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     else:
         try:
             resolved = torch.device(device)
@@ -62,6 +64,8 @@ def get_device(device: str | torch.device = "auto") -> torch.device:
             raise ValueError(f"device {device!r} is not a device name; use 'auto', 'cpu' or "
                              "'cuda'") from None
     check_available(resolved, device)
+    if resolved.type == "cuda" and resolved.index is None:
+        resolved = torch.device("cuda", torch.cuda.current_device())
     return resolved
 
 
