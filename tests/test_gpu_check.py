@@ -48,10 +48,13 @@ def test_cpu_self_test_prints_the_tables_with_zero_differences(gpu_check):
                  "regularization_path (KQ)", "regularization_path (W, reference, restarts=2)",
                  "A3 training, W", "A4 grid", "A6 closed form", "A5 Att-SVM solves"):
         assert name in out, name
-    rows = re.findall(r"^(\S.*?)\s{2,}(\d\.\de[+-]\d\d)\s{2,}(\S+)\s{2,}(\S+)", out, flags=re.M)
-    assert len(rows) >= 55                                         # one per compared function
-    assert all(float(diff) <= 1e-12 and spread == "-" and status == "ok"
-               for _, diff, spread, status in rows), rows
+    names = [*gpu_check.solver_cases(True), *gpu_check.model_cases(True)]
+    rows = dict(re.findall(r"^(\S.*?)\s{2,}(\d\.\de[+-]\d\d\s{2,}\S+\s{2,}.*?)\s{2,}\d+\.\d\d / ",
+                           out, flags=re.M))
+    assert sorted(rows) == sorted(names)                           # one row per compared function
+    for name, cells in rows.items():
+        diff, spread, status = cells.split(None, 2)
+        assert float(diff) <= 1e-12 and spread == "-" and status == "ok", (name, cells)
     for method in ("gd", "ngd", "polyak", "mirror", "spectral"):   # every method, every parameterization
         for kind in ("W", "KQ", "p"):
             assert f"train ({kind}, {method})" in out
@@ -80,39 +83,70 @@ def test_bad_device_is_reported(gpu_check, capsys):
 
 
 def test_one_ulp_spread_tells_amplified_rounding_from_a_device_error(gpu_check, monkeypatch):
-    """A difference above the tolerance passes only within SPREAD_FACTOR x the CPU's own spread
-    under one-ulp input moves; a function that does not move under them is flagged."""
+    """An output above the tolerance passes only within SPREAD_FACTOR x its own spread under
+    one-ulp input moves (per output: one output's spread never covers another), never when the
+    spread or the difference is infinite, never for a short run; an error in a rerun flags the row."""
     base = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
 
-    def case(device_gap, jitter_gap):
+    def case(device_gaps, jitter_gaps, raise_in_rerun=False):
         def run(dev):
             if gpu_check._JITTER is not None:                # a CPU run with inputs moved by one ulp
-                return base * (1 + jitter_gap)
-            return base * (1 + device_gap) if dev == "other" else base
+                if raise_in_rerun:
+                    raise RuntimeError("solver failed on the moved inputs")
+                gaps = jitter_gaps
+            else:
+                gaps = device_gaps if dev == "other" else [0.0] * len(device_gaps)
+            return [base * (1 + g) for g in gaps]
         return run
 
-    cases = {"exact": case(0.0, 0.0), "amplified": case(1e-4, 1e-4),
-             "bug behind a spread": case(1e-3, 1e-4), "bug": case(1e-3, 0.0)}
+    factor = gpu_check.SPREAD_FACTOR
+    cases = {"exact": case([0.0], [0.0]),
+             "amplified": case([1e-4, 1e-13], [1e-4, 1e-13]),
+             "just inside the factor": case([0.95 * factor * 1e-4], [1e-4]),
+             "just outside the factor": case([1.05 * factor * 1e-4], [1e-4]),
+             "another output's spread": case([1e-4, 5e-5], [1e-3, 0.0]),
+             "no spread": case([1e-3], [0.0]),
+             "rerun fails": case([1e-3], [1e-2], raise_in_rerun=True),
+             f"amplified{gpu_check.SHORT_SUFFIX}": case([1e-4], [1e-4])}
+
+    def shape_change(dev):
+        if gpu_check._JITTER is not None:
+            return [base[:2]]
+        return [base * (1 + 1e-3) if dev == "other" else base]
+
+    def nan_on_device(dev):
+        return [base * math.nan if dev == "other" else base * (1 + (gpu_check._JITTER is not None))]
+
+    cases.update({"shape changes in a rerun": shape_change, "NaN on the device": nan_on_device})
     monkeypatch.setattr(gpu_check, "solver_cases", lambda quick: cases)
     monkeypatch.setattr(gpu_check, "model_cases", lambda quick: {})
     monkeypatch.setattr(gpu_check, "_sync", lambda device: None)
     rows, ok = gpu_check.compare("other", True, 1e-6)
     status = {row[0]: row[3] for row in rows}
-    assert status == {"exact": "ok", "amplified": "ok (ill-conditioned)",
-                      "bug behind a spread": "ABOVE 1e-06", "bug": "ABOVE 1e-06"}
+    assert status["exact"] == "ok" and status["amplified"] == "ok (ill-conditioned)"
+    assert status["just inside the factor"] == "ok (ill-conditioned)"
+    for name in ("just outside the factor", "another output's spread", "no spread",
+                 f"amplified{gpu_check.SHORT_SUFFIX}", "shape changes in a rerun", "NaN on the device"):
+        assert status[name] == "ABOVE 1e-06", name
+    assert status["rerun fails"].startswith("ERROR in a 1-ulp rerun on cpu: RuntimeError")
     assert not ok and gpu_check._JITTER is None
-    assert [row[2] for row in rows] == ["-", "1.0e-04", "1.0e-04", "0.0e+00"]
+    spread = {row[0]: row[2] for row in rows}
+    assert spread["exact"] == "-" and spread["amplified"] == "1.0e-04"
+    assert spread["another output's spread"] == "1.0e-03"       # the worst output's: the first
 
 
-def test_one_ulp_jitter_moves_the_inputs_by_one_ulp_at_most(gpu_check):
-    plain = gpu_check.gaussian(50, seed=3)
+def test_one_ulp_jitter_moves_each_input_to_a_neighbouring_float(gpu_check):
+    plain, P0 = gpu_check.gaussian(2000, seed=3), gpu_check.problem("cpu", trials=2)
     gpu_check._JITTER = torch.Generator().manual_seed(0)
     try:
-        moved, P = gpu_check.gaussian(50, seed=3), gpu_check.problem("cpu", trials=2)
+        moved, P = gpu_check.gaussian(2000, seed=3), gpu_check.problem("cpu", trials=2)
     finally:
         gpu_check._JITTER = None
-    ulps = ((moved - plain).abs() / (plain.abs() * torch.finfo(torch.float64).eps)).round()
-    assert ulps.max() <= 1 and (ulps == 1).any() and (ulps == 0).any()
-    Q = gpu_check.problem("cpu", trials=2)
-    assert not torch.equal(P.X, Q.X) and torch.allclose(P.X, Q.X, rtol=3e-16, atol=0)
-    assert torch.equal(P.Y, Q.Y)
+    inf = torch.full_like(plain, math.inf)
+    up, down = torch.nextafter(plain, inf), torch.nextafter(plain, -inf)
+    assert bool(((moved == plain) | (moved == up) | (moved == down)).all())
+    assert all(int(n) > 500 for n in ((moved == plain).sum(), (moved == up).sum(), (moved == down).sum()))
+    for name in ("X", "Z", "v"):                                   # every real input moves; labels do not
+        a, b = getattr(P0, name), getattr(P, name)
+        assert not torch.equal(a, b) and torch.allclose(a, b, rtol=3e-16, atol=0), name
+    assert torch.equal(P0.Y, P.Y)

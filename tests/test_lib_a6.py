@@ -90,6 +90,19 @@ def test_violation_by_hand():
     assert math.isclose(A.gen_svm_violation(torch.outer(u_bad, Z[0]), X, Z, full), 0.7, rel_tol=1e-12)
 
 
+def test_batch_mismatch_is_refused_by_the_library_whatever_einsum_raises(monkeypatch):
+    """With opt_einsum installed, torch.einsum raised opt_einsum's own ValueError for a batch
+    mismatch; the batch shapes are now checked before einsum is called."""
+    X, Y, Z, V, W0 = A.a6_draw(2, 3, A.set_seed(5))
+
+    def foreign_einsum(*args, **kwargs):
+        raise ValueError("Size of label 'f' for operand 1 (2) does not match previous terms (3).")
+
+    monkeypatch.setattr(torch, "einsum", foreign_einsum)
+    with pytest.raises(ValueError, match="batch dimensions of W"):
+        A.attention_probabilities(W0[:1].expand(3, 3, 3), X, Z)
+
+
 def test_bad_input():
     X, Y, Z, V, W0 = A.a6_draw(2, 3, A.set_seed(2))
     with pytest.raises(ValueError, match="shapes do not match"):

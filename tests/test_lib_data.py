@@ -141,7 +141,6 @@ def test_device_auto_is_cpu_here_and_to_round_trip(small):
     assert torch.allclose(back.X.cpu(), small.X, atol=1e-7)
 
 
-
 def test_cuda_without_an_index_resolves_to_the_device_its_tensors_report(monkeypatch):
     """On a GPU machine get_device("auto") and get_device("cuda") are the current GPU, cuda:k,
     which is what a tensor's .device says (torch.device("cuda") != torch.device("cuda:0"))."""
@@ -153,6 +152,7 @@ def test_cuda_without_an_index_resolves_to_the_device_its_tensors_report(monkeyp
     assert A.get_device("cuda:0") == torch.device("cuda:0")
     with pytest.raises(ValueError, match="GPU 2"):
         A.get_device("cuda:2")
+
 
 # --- generators and seeding ------------------------------------------------------------------------
 

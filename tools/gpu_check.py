@@ -8,11 +8,12 @@
    and prints the largest relative difference per function: ``max |cpu - dev| / max |cpu|`` over
    every output of the function (integer and boolean outputs: the share of entries that differ).
    A row above ``--tol`` (default 1e-6) is flagged, and so is a function that fails on the device,
-   unless the function is ill-conditioned: rerun on the CPU with every input moved by one unit in
-   the last place (``SPREAD_RUNS`` draws), its own answer spreads by at least 1 / ``SPREAD_FACTOR``
-   of the device's difference. Long training runs amplify rounding that way (300 steps of Polyak
-   or spectral descent, or of (K, Q) training: 1e-3 to 1e-1), so every training method is also
-   compared after ``SHORT`` steps, where they are not, at the tolerance;
+   unless the function is ill-conditioned (:func:`verdict`): rerun on the CPU with every drawn
+   input moved by one unit in the last place (``SPREAD_RUNS`` draws), each output above the
+   tolerance spreads by at least 1 / ``SPREAD_FACTOR`` of the device's difference in it. Long
+   training runs amplify rounding that way (300 steps of Polyak or spectral descent, or of (K, Q)
+   training: 1e-3 to 1e-1 in the parameters), so every training method is also compared after
+   ``SHORT`` steps, where they are not, at the tolerance and without that exemption;
 2. times the book's heavy studies on the CPU and on the device, side by side, with the ratio
    CPU time / device time (> 1: the device is faster): A3 training (n=6, T=8, d=10, 100 runs,
    2000 NGD steps, W and (K, Q)), an A4 grid (NGD, 2000 steps, W(0) = 0, 100 runs per cell), the
@@ -48,7 +49,8 @@ import attnsvm as A
 
 F64 = torch.float64
 SHORT = 10            # steps of the short training runs, compared before rounding differences grow
-SPREAD_RUNS = 8       # CPU runs with inputs moved by one ulp, for a function above the tolerance
+SHORT_SUFFIX = f", {SHORT} steps"
+SPREAD_RUNS = 16      # CPU runs with inputs moved by one ulp, for a function above the tolerance
 SPREAD_FACTOR = 2.0   # a device difference within this multiple of the CPU's own spread is rounding
 
 
@@ -67,51 +69,58 @@ def flatten(out) -> list[torch.Tensor]:
     raise TypeError(f"cannot compare a {type(out).__name__}")
 
 
-def relative_difference(reference, other) -> float:
-    """The largest over the outputs of ``max |a - b| / max |a|`` (0 when equal; integer and
-    boolean outputs: the share of entries that differ; shapes that differ: inf)."""
-    worst = 0.0
+def output_differences(reference, other) -> list[float]:
+    """Per output, ``max |a - b| / max |a|`` (0 when equal; integer and boolean outputs: the share
+    of entries that differ; shapes that differ or a non-finite entry on one side only: inf)."""
     a_list, b_list = flatten(reference), flatten(other)
     if len(a_list) != len(b_list):
+        return [math.inf] * max(len(a_list), 1)
+    return [_difference(a, b) for a, b in zip(a_list, b_list)]
+
+
+def _difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    if a.shape != b.shape:
         return math.inf
-    for a, b in zip(a_list, b_list):
-        if a.shape != b.shape:
-            return math.inf
-        if a.numel() == 0:
-            continue
-        if not a.is_floating_point():
-            worst = max(worst, float((a != b).double().mean()))
-            continue
-        a, b = a.double(), b.double()
-        same_nonfinite = (a == b) | (torch.isnan(a) & torch.isnan(b))
-        finite = torch.isfinite(a) & torch.isfinite(b)
-        if bool((~finite & ~same_nonfinite).any()):
-            return math.inf
-        if not bool(finite.any()):
-            continue
-        scale = float(a[finite].abs().max())
-        gap = float((a[finite] - b[finite]).abs().max())
-        worst = max(worst, gap / scale if scale > 0 else (0.0 if gap == 0 else math.inf))
-    return worst
+    if a.numel() == 0:
+        return 0.0
+    if not a.is_floating_point():
+        return float((a != b).double().mean())
+    a, b = a.double(), b.double()
+    same_nonfinite = (a == b) | (torch.isnan(a) & torch.isnan(b))
+    finite = torch.isfinite(a) & torch.isfinite(b)
+    if bool((~finite & ~same_nonfinite).any()):
+        return math.inf
+    if not bool(finite.any()):
+        return 0.0
+    scale = float(a[finite].abs().max())
+    gap = float((a[finite] - b[finite]).abs().max())
+    return gap / scale if scale > 0 else (0.0 if gap == 0 else math.inf)
+
+
+def relative_difference(reference, other) -> float:
+    """The largest of :func:`output_differences`."""
+    return max(output_differences(reference, other), default=0.0)
 
 
 # --- inputs (drawn on the CPU from fixed seeds, then moved) --------------------------------------
 
-# When set (by ``cpu_spread``), every drawn input is moved by at most one unit in the last place.
+# When set (by ``cpu_spread``), every drawn real input (tokens, queries, heads, starts; not labels)
+# moves to a neighbouring float: one unit in the last place up, down, or not at all, at random.
 _JITTER: torch.Generator | None = None
 
 
 def _jitter(x: torch.Tensor) -> torch.Tensor:
     if _JITTER is None:
         return x
-    ulps = torch.randint(-1, 2, x.shape, generator=_JITTER).to(x.dtype)
-    return x * (1 + ulps * torch.finfo(x.dtype).eps)
+    move = torch.randint(-1, 2, x.shape, generator=_JITTER)
+    up, down = (torch.nextafter(x, torch.full_like(x, bound)) for bound in (math.inf, -math.inf))
+    return torch.where(move > 0, up, torch.where(move < 0, down, x))
 
 
 def problem(device: str, n: int = 6, T: int = 8, d: int = 10, trials: int | None = None,
             seed: int = 0) -> A.Problem:
     P = A.random_problem(n, T, d, trials=trials, generator=A.set_seed(seed))
-    return A.Problem(_jitter(P.X), P.Y, _jitter(P.Z), P.v, P.mask).to(device)
+    return A.Problem(_jitter(P.X), P.Y, _jitter(P.Z), _jitter(P.v), P.mask).to(device)
 
 
 def gaussian(*shape: int, seed: int, scale: float = 1.0, device: str = "cpu") -> torch.Tensor:
@@ -222,6 +231,7 @@ def solver_cases(quick: bool) -> dict[str, Callable[[str], object]]:
 
     def relu(dev):
         X, Y, Z, V, W0 = A.a6_draw(8, 6, A.set_seed(3))
+        X, Z, V, W0 = (_jitter(t) for t in (X, Z, V, W0))
         X, Y, Z, V, W0 = (t.to(dev) for t in (X, Y, Z, V, W0))
         beta = A.ngd_relu_head(X, Y, Z, V, W0, steps=50 if quick else 300, lr=0.1, every=10)
         return {"beta": beta, "W": A.span_iterates(beta[-1], X, Z, W0)}
@@ -296,7 +306,7 @@ def model_cases(quick: bool) -> dict[str, Callable[[str], object]]:
     for kind in ("W", "KQ", "p"):
         for method in ("gd", "ngd", "polyak", "mirror", "spectral"):
             cases[f"train ({kind}, {method})"] = training(kind, method)
-            cases[f"train ({kind}, {method}), {SHORT} steps"] = training(kind, method, SHORT)
+            cases[f"train ({kind}, {method}){SHORT_SUFFIX}"] = training(kind, method, SHORT)
     cases["train (W, ngd, MLPHead)"] = mlp
     for kind in ("W", "KQ", "p"):
         cases[f"regularization_path ({kind})"] = path(kind)
@@ -327,34 +337,55 @@ def compare(device: str, quick: bool, tol: float) -> tuple[list[list[str]], bool
                          f"{cpu_s:.2f} / -"])
             ok = False
             continue
-        diff = relative_difference(reference, other)
-        spread = cpu_spread(case, reference) if diff > tol else None
-        if diff <= tol:
-            flag = "ok"
-        elif diff <= SPREAD_FACTOR * spread:
-            flag = "ok (ill-conditioned)"
-        else:
-            flag = f"ABOVE {tol:g}"
-            ok = False
-        rows.append([name, f"{diff:.1e}", "-" if spread is None else f"{spread:.1e}", flag,
-                     f"{cpu_s:.2f} / {dev_s:.2f}"])
+        diffs = output_differences(reference, other)
+        spreads, flag = None, "ok"
+        if max(diffs) > tol:
+            try:
+                spreads = cpu_spread(case, reference)
+                flag = verdict(diffs, spreads, tol, exempt=not name.endswith(SHORT_SUFFIX))
+            except Exception as error:                        # noqa: BLE001
+                flag = f"ERROR in a 1-ulp rerun on cpu: {type(error).__name__}: {str(error)[:40]}"
+        ok &= flag.startswith("ok")
+        worst = max(range(len(diffs)), key=diffs.__getitem__)
+        rows.append([name, f"{diffs[worst]:.1e}", "-" if spreads is None else f"{spreads[worst]:.1e}",
+                     flag, f"{cpu_s:.2f} / {dev_s:.2f}"])
     return rows, ok
 
 
-def cpu_spread(case: Callable[[str], object], reference) -> float:
-    """How far the CPU's own answer moves when every input moves by one unit in the last place
-    (the largest relative difference over ``SPREAD_RUNS`` seeded draws of +-1 ulp). A function
-    this sensitive cannot agree across devices, whose roundings differ in every operation, more
-    closely than this; its short-run rows (``SHORT`` steps) are compared at the tolerance."""
+def cpu_spread(case: Callable[[str], object], reference) -> list[float]:
+    """Per output, how far the CPU's own answer moves when every drawn input moves by one unit in
+    the last place: the largest relative difference over ``SPREAD_RUNS`` seeded draws."""
     global _JITTER
-    spread = 0.0
+    spreads = [0.0] * len(flatten(reference))
     try:
         for seed in range(SPREAD_RUNS):
             _JITTER = torch.Generator().manual_seed(seed)
-            spread = max(spread, relative_difference(reference, case("cpu")))
+            moved = output_differences(reference, case("cpu"))
+            if len(moved) != len(spreads):
+                return [math.inf] * len(spreads)
+            spreads = [max(a, b) for a, b in zip(spreads, moved)]
     finally:
         _JITTER = None
-    return spread
+    return spreads
+
+
+def verdict(diffs: list[float], spreads: list[float], tol: float, exempt: bool = True) -> str:
+    """``ok`` when every output is within ``tol``; ``ok (ill-conditioned)`` when each output above it
+    is finite and within ``SPREAD_FACTOR`` x its own 1-ulp spread (finite too), and ``exempt``
+    (never for the short runs); else flagged.
+
+    Why this is rounding and not a device error: the device rounds differently in every operation,
+    an error at least as large as moving each input by one ulp, so its answer is one draw from
+    about the distribution the jittered CPU runs sample; the largest of ``SPREAD_RUNS`` draws
+    estimates that distribution's upper range, and the factor allows for the device's extra
+    rounding. It is a judgement, not a bound: an error smaller than the spread would pass, which is
+    why the short runs (``SHORT`` steps, before rounding grows) and every output the 1-ulp moves
+    leave within ``tol`` (the loss histories, mostly) are still compared at ``tol``."""
+    if all(d <= tol for d in diffs):
+        return "ok"
+    amplified = all(d <= tol or (exempt and math.isfinite(d) and math.isfinite(s)
+                                 and d <= SPREAD_FACTOR * s) for d, s in zip(diffs, spreads))
+    return "ok (ill-conditioned)" if amplified else f"ABOVE {tol:g}"
 
 
 # --- timing the heavy studies --------------------------------------------------------------------
@@ -469,9 +500,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, ok = compare(device, args.quick, args.tol)
     print(f"1. Same seed, CPU vs {device}: largest relative difference per function "
           f"(max|cpu - dev| / max|cpu| over its outputs; target <= {args.tol:g})\n")
-    print(f"(1-ulp spread, for a function above it: the CPU's own largest difference when every input "
-          f"moves by one ulp, {SPREAD_RUNS} draws; a\n difference within {SPREAD_FACTOR:g}x that "
-          f"spread is rounding amplified by an ill-conditioned function, not a device error)\n")
+    print(f"(1-ulp spread, for a function above the target: how far the CPU's own answer moves when "
+          f"every drawn input moves by one ulp,\n largest of {SPREAD_RUNS} draws, shown for the output "
+          f"that differs most; a function whose every output is within the target or\n within "
+          f"{SPREAD_FACTOR:g}x its own spread is ill-conditioned, its difference amplified rounding; "
+          f"the {SHORT}-step runs never pass that way)\n")
     print(table(["function", "rel. diff", "1-ulp spread", "status", f"seconds cpu / {device}"], rows))
     within = sum(r[3] == "ok" for r in rows)
     conditioned = sum(r[3] == "ok (ill-conditioned)" for r in rows)

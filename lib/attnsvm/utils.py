@@ -46,7 +46,8 @@ def check_seed(seed: Any) -> int:
 def get_device(device: str | torch.device = "auto") -> torch.device:
     """Resolve ``"auto"`` to CUDA when a GPU is present, else CPU; check any other device exists.
     CUDA without an index resolves to the current GPU (``cuda:0`` by default), the device its
-    tensors report, so that ``tensor.device == get_device("auto")`` holds.
+    tensors report, so that ``tensor.device == get_device("auto")`` holds; on a GPU machine this
+    initializes CUDA in the calling process (fork worker processes before it, or use spawn).
 
     Raises ``ValueError`` naming the device asked and the devices this machine has when it asks
     for CUDA (or MPS) that is not there, or a CUDA index beyond the GPUs present.
