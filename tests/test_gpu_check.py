@@ -24,6 +24,8 @@ def run(*args, timeout=120):
 
 @pytest.fixture(scope="module")
 def gpu_check():
+    if str(SCRIPT.parent) not in sys.path:                 # its comparison module, gpu_compare
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -64,8 +66,13 @@ def test_cpu_self_test_prints_the_tables_with_zero_differences(gpu_check):
     assert len(ratios) == 5
 
 
-def test_relative_difference(gpu_check):
-    rd = gpu_check.relative_difference
+@pytest.fixture(scope="module")
+def gpu_compare(gpu_check):
+    return sys.modules["gpu_compare"]
+
+
+def test_relative_difference(gpu_compare):
+    rd = gpu_compare.relative_difference
     a = torch.tensor([[1.0, -2.0], [4.0, 0.5]], dtype=torch.float64)
     assert rd(a, a.clone()) == 0.0
     assert math.isclose(rd(a, a + torch.tensor([[0.0, 0.0], [4e-3, 0.0]], dtype=torch.float64)), 1e-3)
@@ -82,7 +89,7 @@ def test_bad_device_is_reported(gpu_check, capsys):
     assert "not usable" in capsys.readouterr().out
 
 
-def test_one_ulp_spread_tells_amplified_rounding_from_a_device_error(gpu_check, monkeypatch):
+def test_one_ulp_spread_tells_amplified_rounding_from_a_device_error(gpu_check, gpu_compare, monkeypatch):
     """An output above the tolerance passes only within SPREAD_FACTOR x its own spread under
     one-ulp input moves (per output: one output's spread never covers another), never when the
     spread or the difference is infinite, never for a short run; an error in a rerun flags the row."""
@@ -90,7 +97,7 @@ def test_one_ulp_spread_tells_amplified_rounding_from_a_device_error(gpu_check, 
 
     def case(device_gaps, jitter_gaps, raise_in_rerun=False):
         def run(dev):
-            if gpu_check._JITTER is not None:                # a CPU run with inputs moved by one ulp
+            if gpu_compare._JITTER is not None:                # a CPU run with inputs moved by one ulp
                 if raise_in_rerun:
                     raise RuntimeError("solver failed on the moved inputs")
                 gaps = jitter_gaps
@@ -110,12 +117,12 @@ def test_one_ulp_spread_tells_amplified_rounding_from_a_device_error(gpu_check, 
              f"amplified{gpu_check.SHORT_SUFFIX}": case([1e-4], [1e-4])}
 
     def shape_change(dev):
-        if gpu_check._JITTER is not None:
+        if gpu_compare._JITTER is not None:
             return [base[:2]]
         return [base * (1 + 1e-3) if dev == "other" else base]
 
     def nan_on_device(dev):
-        return [base * math.nan if dev == "other" else base * (1 + (gpu_check._JITTER is not None))]
+        return [base * math.nan if dev == "other" else base * (1 + (gpu_compare._JITTER is not None))]
 
     cases.update({"shape changes in a rerun": shape_change, "NaN on the device": nan_on_device})
     monkeypatch.setattr(gpu_check, "solver_cases", lambda quick: cases)
@@ -129,19 +136,19 @@ def test_one_ulp_spread_tells_amplified_rounding_from_a_device_error(gpu_check, 
                  f"amplified{gpu_check.SHORT_SUFFIX}", "shape changes in a rerun", "NaN on the device"):
         assert status[name] == "ABOVE 1e-06", name
     assert status["rerun fails"].startswith("ERROR in a 1-ulp rerun on cpu: RuntimeError")
-    assert not ok and gpu_check._JITTER is None
+    assert not ok and gpu_compare._JITTER is None
     spread = {row[0]: row[2] for row in rows}
     assert spread["exact"] == "-" and spread["amplified"] == "1.0e-04"
     assert spread["another output's spread"] == "1.0e-03"       # the worst output's: the first
 
 
-def test_one_ulp_jitter_moves_each_input_to_a_neighbouring_float(gpu_check):
+def test_one_ulp_jitter_moves_each_input_to_a_neighbouring_float(gpu_check, gpu_compare):
     plain, P0 = gpu_check.gaussian(2000, seed=3), gpu_check.problem("cpu", trials=2)
-    gpu_check._JITTER = torch.Generator().manual_seed(0)
+    gpu_compare._JITTER = torch.Generator().manual_seed(0)
     try:
         moved, P = gpu_check.gaussian(2000, seed=3), gpu_check.problem("cpu", trials=2)
     finally:
-        gpu_check._JITTER = None
+        gpu_compare._JITTER = None
     inf = torch.full_like(plain, math.inf)
     up, down = torch.nextafter(plain, inf), torch.nextafter(plain, -inf)
     assert bool(((moved == plain) | (moved == up) | (moved == down)).all())

@@ -37,7 +37,6 @@ Usage:  python tools/gpu_check.py                      # CUDA vs CPU, full sizes
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 import warnings
@@ -46,86 +45,24 @@ from typing import Callable
 import torch
 
 import attnsvm as A
+from gpu_compare import SPREAD_FACTOR, SPREAD_RUNS, cpu_spread, jitter, output_differences, verdict
 
 F64 = torch.float64
 SHORT = 10            # steps of the short training runs, compared before rounding differences grow
 SHORT_SUFFIX = f", {SHORT} steps"
-SPREAD_RUNS = 16      # CPU runs with inputs moved by one ulp, for a function above the tolerance
-SPREAD_FACTOR = 2.0   # a device difference within this multiple of the CPU's own spread is rounding
-
-
-# --- comparing outputs ---------------------------------------------------------------------------
-
-def flatten(out) -> list[torch.Tensor]:
-    """Every tensor (or number) in a nested result, moved to the CPU."""
-    if isinstance(out, torch.Tensor):
-        return [out.detach().cpu()]
-    if isinstance(out, (int, float, bool)):
-        return [torch.tensor(out)]
-    if isinstance(out, dict):
-        return [t for key in sorted(out) for t in flatten(out[key])]
-    if isinstance(out, (list, tuple)):
-        return [t for item in out for t in flatten(item)]
-    raise TypeError(f"cannot compare a {type(out).__name__}")
-
-
-def output_differences(reference, other) -> list[float]:
-    """Per output, ``max |a - b| / max |a|`` (0 when equal; integer and boolean outputs: the share
-    of entries that differ; shapes that differ or a non-finite entry on one side only: inf)."""
-    a_list, b_list = flatten(reference), flatten(other)
-    if len(a_list) != len(b_list):
-        return [math.inf] * max(len(a_list), 1)
-    return [_difference(a, b) for a, b in zip(a_list, b_list)]
-
-
-def _difference(a: torch.Tensor, b: torch.Tensor) -> float:
-    if a.shape != b.shape:
-        return math.inf
-    if a.numel() == 0:
-        return 0.0
-    if not a.is_floating_point():
-        return float((a != b).double().mean())
-    a, b = a.double(), b.double()
-    same_nonfinite = (a == b) | (torch.isnan(a) & torch.isnan(b))
-    finite = torch.isfinite(a) & torch.isfinite(b)
-    if bool((~finite & ~same_nonfinite).any()):
-        return math.inf
-    if not bool(finite.any()):
-        return 0.0
-    scale = float(a[finite].abs().max())
-    gap = float((a[finite] - b[finite]).abs().max())
-    return gap / scale if scale > 0 else (0.0 if gap == 0 else math.inf)
-
-
-def relative_difference(reference, other) -> float:
-    """The largest of :func:`output_differences`."""
-    return max(output_differences(reference, other), default=0.0)
 
 
 # --- inputs (drawn on the CPU from fixed seeds, then moved) --------------------------------------
 
-# When set (by ``cpu_spread``), every drawn real input (tokens, queries, heads, starts; not labels)
-# moves to a neighbouring float: one unit in the last place up, down, or not at all, at random.
-_JITTER: torch.Generator | None = None
-
-
-def _jitter(x: torch.Tensor) -> torch.Tensor:
-    if _JITTER is None:
-        return x
-    move = torch.randint(-1, 2, x.shape, generator=_JITTER)
-    up, down = (torch.nextafter(x, torch.full_like(x, bound)) for bound in (math.inf, -math.inf))
-    return torch.where(move > 0, up, torch.where(move < 0, down, x))
-
-
 def problem(device: str, n: int = 6, T: int = 8, d: int = 10, trials: int | None = None,
             seed: int = 0) -> A.Problem:
     P = A.random_problem(n, T, d, trials=trials, generator=A.set_seed(seed))
-    return A.Problem(_jitter(P.X), P.Y, _jitter(P.Z), _jitter(P.v), P.mask).to(device)
+    return A.Problem(jitter(P.X), P.Y, jitter(P.Z), jitter(P.v), P.mask).to(device)
 
 
 def gaussian(*shape: int, seed: int, scale: float = 1.0, device: str = "cpu") -> torch.Tensor:
-    return _jitter(scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed),
-                                       dtype=F64)).to(device)
+    return jitter(scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed),
+                                      dtype=F64)).to(device)
 
 
 def attention(kind: str, device: str, d: int, trials: int, seed: int = 1):
@@ -231,7 +168,7 @@ def solver_cases(quick: bool) -> dict[str, Callable[[str], object]]:
 
     def relu(dev):
         X, Y, Z, V, W0 = A.a6_draw(8, 6, A.set_seed(3))
-        X, Z, V, W0 = (_jitter(t) for t in (X, Z, V, W0))
+        X, Z, V, W0 = (jitter(t) for t in (X, Z, V, W0))
         X, Y, Z, V, W0 = (t.to(dev) for t in (X, Y, Z, V, W0))
         beta = A.ngd_relu_head(X, Y, Z, V, W0, steps=50 if quick else 300, lr=0.1, every=10)
         return {"beta": beta, "W": A.span_iterates(beta[-1], X, Z, W0)}
@@ -350,42 +287,6 @@ def compare(device: str, quick: bool, tol: float) -> tuple[list[list[str]], bool
         rows.append([name, f"{diffs[worst]:.1e}", "-" if spreads is None else f"{spreads[worst]:.1e}",
                      flag, f"{cpu_s:.2f} / {dev_s:.2f}"])
     return rows, ok
-
-
-def cpu_spread(case: Callable[[str], object], reference) -> list[float]:
-    """Per output, how far the CPU's own answer moves when every drawn input moves by one unit in
-    the last place: the largest relative difference over ``SPREAD_RUNS`` seeded draws."""
-    global _JITTER
-    spreads = [0.0] * len(flatten(reference))
-    try:
-        for seed in range(SPREAD_RUNS):
-            _JITTER = torch.Generator().manual_seed(seed)
-            moved = output_differences(reference, case("cpu"))
-            if len(moved) != len(spreads):
-                return [math.inf] * len(spreads)
-            spreads = [max(a, b) for a, b in zip(spreads, moved)]
-    finally:
-        _JITTER = None
-    return spreads
-
-
-def verdict(diffs: list[float], spreads: list[float], tol: float, exempt: bool = True) -> str:
-    """``ok`` when every output is within ``tol``; ``ok (ill-conditioned)`` when each output above it
-    is finite and within ``SPREAD_FACTOR`` x its own 1-ulp spread (finite too), and ``exempt``
-    (never for the short runs); else flagged.
-
-    Why this is rounding and not a device error: the device rounds differently in every operation,
-    an error at least as large as moving each input by one ulp, so its answer is one draw from
-    about the distribution the jittered CPU runs sample; the largest of ``SPREAD_RUNS`` draws
-    estimates that distribution's upper range, and the factor allows for the device's extra
-    rounding. It is a judgement, not a bound: an error smaller than the spread would pass, which is
-    why the short runs (``SHORT`` steps, before rounding grows) and every output the 1-ulp moves
-    leave within ``tol`` (the loss histories, mostly) are still compared at ``tol``."""
-    if all(d <= tol for d in diffs):
-        return "ok"
-    amplified = all(d <= tol or (exempt and math.isfinite(d) and math.isfinite(s)
-                                 and d <= SPREAD_FACTOR * s) for d, s in zip(diffs, spreads))
-    return "ok (ill-conditioned)" if amplified else f"ABOVE {tol:g}"
 
 
 # --- timing the heavy studies --------------------------------------------------------------------
