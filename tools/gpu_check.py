@@ -274,7 +274,7 @@ def compare(device: str, quick: bool, tol: float) -> tuple[list[list[str]], bool
                          f"{cpu_s:.2f} / -"])
             ok = False
             continue
-        diffs = output_differences(reference, other)
+        diffs = output_differences(reference, other) or [0.0]       # [] only for a result with no output
         spreads, flag = None, "ok"
         if max(diffs) > tol:
             try:
