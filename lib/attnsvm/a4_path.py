@@ -6,6 +6,7 @@ once, recording the softmax probabilities at several step budgets."""
 from __future__ import annotations
 
 import warnings
+from functools import lru_cache
 from typing import Callable, Dict, List, Sequence
 
 import torch
@@ -40,19 +41,18 @@ def _ngd_logit_steps(Xl: torch.Tensor, ZZ: torch.Tensor, c: torch.Tensor, negY: 
     return path
 
 
-def _scripted(function: Callable) -> Callable:
-    """``function`` compiled by TorchScript: the same ATen kernels in the same order (so the same
-    numbers, bit for bit), without Python's overhead on each of the loop's many small operations.
-    Where TorchScript is unavailable (it is deprecated in recent PyTorch), ``function`` itself."""
+@lru_cache(maxsize=1)
+def _compiled_steps() -> Callable:
+    """:func:`_ngd_logit_steps` compiled by TorchScript, once, on first use (not at import): the
+    same ATen kernels in the same order (so the same numbers, bit for bit), without Python's
+    overhead on each of the loop's many small operations. Where TorchScript is unavailable (it is
+    deprecated in recent PyTorch), the plain function."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            return torch.jit.script(function)
+            return torch.jit.script(_ngd_logit_steps)
     except Exception:                            # noqa: BLE001 (no TorchScript: the plain loop, same numbers)
-        return function
-
-
-_ngd_logit_steps_fast = _scripted(_ngd_logit_steps)
+        return _ngd_logit_steps
 
 
 def ngd_logit_path(X: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor, values: torch.Tensor,
@@ -79,7 +79,7 @@ def ngd_logit_path(X: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor, values: to
         negY = (-Y.detach()).T.unsqueeze(1).contiguous()                 # (n, 1, B)
         a = logits.detach().permute(1, 2, 0).clone(memory_format=torch.contiguous_format)  # (a copy)
         with torch.jit.optimized_execution(False):
-            path = _ngd_logit_steps_fast(Xl, ZZ, c, negY, a, [int(b) for b in budgets], float(lr))
+            path = _compiled_steps()(Xl, ZZ, c, negY, a, [int(b) for b in budgets], float(lr))
     # copies made outside inference mode: ordinary tensors, laid out (B, n, T)
     out = {step: p.permute(2, 0, 1).clone(memory_format=torch.contiguous_format) for step, p in path.items()}
     if not all(bool(torch.isfinite(p).all()) for p in out.values()):
