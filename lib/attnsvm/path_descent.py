@@ -17,6 +17,7 @@ from .path_setup import _expand, _joint_norm
 
 
 MEMORY = 10          # accepted losses the non-monotone step test looks back on
+RESTART_AFTER = 2 * MEMORY   # steps without a new best point before a trial restarts from it
 
 
 def _ball_radius(attention: Attention, R: float) -> float:
@@ -134,6 +135,16 @@ class _Recent:
         self.excess[slot] = score.excess
         self.count += 1
 
+    def reset(self, mask: torch.Tensor, score: Evaluation) -> None:
+        """Where ``mask``, forget the window: every slot holds ``score`` (as at the first point,
+        each fold its own slot), so the next accepted step must be no worse than ``score``."""
+        held = mask.unsqueeze(0)
+        self.risk = torch.where(held, score.risk.unsqueeze(0), self.risk)
+        self.top = torch.where(held.unsqueeze(-1), score.top.unsqueeze(0), self.top)
+        self.excess = torch.where(held, score.excess.unsqueeze(0), self.excess)
+        slots = torch.arange(MEMORY, device=mask.device).reshape(MEMORY, *(1,) * mask.ndim)
+        self.worst = torch.where(held, slots, self.worst)
+
 
 def _choose(mask: torch.Tensor, a: Evaluation, b: Evaluation) -> Evaluation:
     """Per trial, the score (risk, top tokens, excess; no gradients) of ``a`` where ``mask``, else
@@ -158,9 +169,18 @@ def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[to
     # Non-monotone test (Grippo, Lampariello and Lucidi 1986): a step is accepted when its loss
     # is no larger than the largest of the last MEMORY accepted ones, which lets Barzilai-
     # Borwein steps cross curved valleys; the best point seen is what the radius returns.
+    # A non-monotone test alone lets the steps settle into a cycle of accepted points, none
+    # better than the best one (measured on paper A's A2 instance at R = 10 ||W^mm||: a 4-cycle,
+    # residual 0.82, for any number of steps, entered or not depending on the BLAS kernel's
+    # rounding). So a trial whose best point has not improved for RESTART_AFTER steps restarts
+    # from it: its direction there, the step proposed there (a quarter of it at every further
+    # restart without progress, so a step too long for the valley cannot repeat forever) and a
+    # window holding only that point, so that the next accepted step improves on it.
     best = Evaluation(best.risk, torch.empty(0), [], best.top, best.excess)
     current, recent = best, _Recent(best)
     kept, kept_tangential = list(accepted), tangential      # rebound below, never written to
+    kept_direction, kept_step = list(direction), step
+    stale = torch.zeros(step.shape, dtype=torch.long, device=step.device)  # steps since best
     for _ in range(steps):
         active = ~(kept_tangential <= 0.1 * tol)        # a trial stops once well converged
         if not bool(active.any()):
@@ -198,6 +218,21 @@ def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[to
             kept = [torch.where(i, p, b) for p, b, i in zip(params, kept, on_improve)]
             accepted = [torch.where(i, p, a) for p, a, i in zip(params, accepted, on_accept)]
             direction = [torch.where(i, v, u) for u, v, i in zip(direction, new_direction, on_accept)]
+            kept_direction = [torch.where(i, v, u)
+                              for u, v, i in zip(kept_direction, new_direction, on_improve)]
+            kept_step = torch.where(improved, step, kept_step)
+            stale = torch.where(improved, 0, stale + 1)
+            restart = active & (stale >= RESTART_AFTER)
+            if bool(restart.any()):
+                on_restart = [_expand(restart, k) for k in core]
+                accepted = [torch.where(i, b, a) for b, a, i in zip(kept, accepted, on_restart)]
+                direction = [torch.where(i, v, u)
+                             for u, v, i in zip(direction, kept_direction, on_restart)]
+                step = torch.where(restart, kept_step, step)
+                kept_step = torch.where(restart, 0.25 * kept_step, kept_step)
+                current = _choose(restart, best, current)
+                recent.reset(restart, best)
+                stale = torch.where(restart, 0, stale)
     with torch.no_grad():
         for p, b in zip(params, kept):
             p.copy_(b)
