@@ -99,7 +99,9 @@ def train_until_gap(make: Callable[..., Attention], params, problem: Problem, me
 
     Returns the final attention, the stopping step of each run, the angle (radians) its direction
     turned per step over its last chunk, and its smallest logit gap at the stop (``(trials,)``
-    each).
+    each). A run that never passed ``gap_stop`` also stops at ``max_steps``, as does one that
+    passed it in the last chunk: whether a run reached the gap is ``gap > gap_stop``, never
+    ``stop < max_steps``.
     """
     if not callable(make):
         raise TypeError(f"make must build an attention from its parameters, got {type(make).__name__}")

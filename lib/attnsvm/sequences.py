@@ -141,7 +141,9 @@ def ngd_until_gap(problem: Problem, steps: int, lr: float, gap_stop: float, chun
     steps; a run stops (its ``W`` frozen) at the end of the first chunk after which its
     :func:`smallest_logit_gaps` exceeds ``gap_stop`` (keep it below ~700: past ~708 the softmax
     weights of the competitors are subnormal in float64). Returns ``(W (trials, d, d), iterates
-    (chunks + 1, trials, d, d) logged at steps 0, chunk, 2 chunk, ..., stop step per trial)``."""
+    (chunks + 1, trials, d, d) logged at steps 0, chunk, 2 chunk, ..., stop step per trial)``.
+    A run that never passed ``gap_stop`` stops at ``steps``, as does one that passed it in the
+    last chunk: whether a run reached the gap is its final gap against ``gap_stop``."""
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     steps, chunk = check_count(steps, "steps", 1), check_count(chunk, "chunk", 1)
