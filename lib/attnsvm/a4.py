@@ -1,5 +1,5 @@
 """Experiment A4 of paper A: global, locally optimal or neither, as the embedding dimension grows
-(THEORY.md section 4, row A4; section 3, "Large d / overparameterization"; book chapter 5).
+(the reproduction report, row A4; section 3, "Large d / overparameterization"; book chapter 5).
 
 The paper's bar chart gives, for ``d`` in :data:`A4_D` and a fixed ``(n, T)`` it does not state,
 the share of gradient-descent runs that reached the global direction, a locally optimal one
@@ -129,7 +129,7 @@ def outcomes_by_threshold(problem: Problem, probabilities: torch.Tensor,
 
 def opt_feasible(problem: Problem) -> torch.Tensor:
     """Whether Att-SVM(opt) is feasible, instance by instance of a batched problem (bool ``(B,)``).
-    Where it is not, no run can reach the global direction (THEORY.md section 3, "Optimal tokens
+    Where it is not, no run can reach the global direction (book page 'What is proved where', "Optimal tokens
     minimise the risk"): an upper bound on A4's global bar."""
     if not isinstance(problem, Problem) or len(problem.batch_shape) != 1:
         raise ValueError("opt_feasible needs an attnsvm Problem with one trials dimension (B, n, T, d)")

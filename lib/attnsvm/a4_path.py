@@ -1,6 +1,6 @@
 """The batched program behind experiment A4 (:mod:`attnsvm.a4`): normalized gradient descent on
 ``W`` (the step of :func:`attnsvm.train.train` with ``method="ngd"``, logistic loss, fixed linear
-head; THEORY.md section 4, the common protocol), run on the logits of many instances at
+head; the reproduction report, the common protocol), run on the logits of many instances at
 once, recording the softmax probabilities at several step budgets."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ first dropped singular value of ``W^mm_*`` (the dropped ones are solver residue:
 on the solver, the rank does not), the norm and support of ``W^mm``, and the rank that the authors' method reports
 (:func:`~attnsvm.first_order_nuclear_svm`: SCS at its defaults, singular values above ``1e-7``
 counted; an infeasible instance, or one where SCS returns nothing, counts as rank 1 there, as in their
-figure). Paper A, Section 4 (Figure of the ranks) and THEORY.md section 4 (A5).
+figure). Paper A, Section 4 (Figure of the ranks) and the reproduction report (A5).
 
 The settings are independent, so :func:`a5_rank_study` can spread them over several processes
 (``workers``): each setting is solved from scratch (no warm start), so the answers do not depend

@@ -1,4 +1,4 @@
-"""Paper A's multi-token experiment with a ReLU head (THEORY.md section 4, id A6) as one study.
+"""Paper A's multi-token experiment with a ReLU head (the reproduction report, id A6) as one study.
 
 :func:`a6_study` draws runs of the authors' protocol (:func:`attnsvm.a6_draw`), trains them with the
 closed-form normalized GD (:func:`attnsvm.ngd_relu_head`), applies the authors' acceptance filter
@@ -158,7 +158,7 @@ def _checked_arrays(X: torch.Tensor, Z: torch.Tensor, s: torch.Tensor, clear: to
 def a6_study(d: int, n_accepted: int, generator: torch.Generator | None = None, *, steps: int = 2000,
              lr: float = 0.1, eps: float = A6_EPS, every: int = 100, plan: float | None = None,
              n_rejected: int = 300, keep: float = KEEP, masked: float = MASKED) -> A6Study:
-    """The A6 study at dimension ``d`` (THEORY.md section 4): draw batches of the authors' protocol
+    """The A6 study at dimension ``d`` (the reproduction report): draw batches of the authors' protocol
     (``n = 3``, ``T = 4``; a batch sized for ``n_accepted`` at the planned acceptance ``plan``, with
     a 5% margin, and another while short), skip runs without a ``-1`` label, train ``steps`` steps
     of normalized GD (log every ``every``), filter (``keep``/``masked``: the authors' 1e-3 and

@@ -1,5 +1,5 @@
 """Basin maps: where gradient descent ends from each start of a grid, on an instance with one input
-(THEORY.md section 3, "Local convergence of GD for W" and "Global convergence of GD for W"; book
+(book page 'What is proved where', "Local convergence of GD for W" and "Global convergence of GD for W"; book
 chapter 4, the basin map and its empirical cone).
 
 With ``n = 1`` input and query ``z`` the logits depend on ``W`` only through ``u = W z``, and a start

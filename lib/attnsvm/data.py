@@ -1,4 +1,4 @@
-"""Problem instances of the attention model (paper A section 2; THEORY.md section 1).
+"""Problem instances of the attention model (paper A section 2; book chapter 1).
 
 A :class:`Problem` holds ``n`` sequences of ``T`` tokens in ``R^d`` with their queries, labels and the
 fixed linear head ``v``. Every array may carry leading *trials* dimensions, so that many independent
@@ -249,7 +249,7 @@ def _unit(x: torch.Tensor) -> torch.Tensor:
 def random_problem(n: int, T: int, d: int, *, trials: int | None = None,
                    generator: torch.Generator | None = None, unit_norm: bool = True,
                    dtype: torch.dtype = DEFAULT_DTYPE, device: str | torch.device = "cpu") -> Problem:
-    """Gaussian instance of paper A's experiments (THEORY.md A3/A4).
+    """Gaussian instance of paper A's experiments (the reproduction report, A3/A4).
 
     Tokens ``x_it``, queries ``z_i`` and head ``v`` are standard Gaussian (scaled to unit norm when
     ``unit_norm``), labels are uniform random signs. With ``trials`` the arrays get a leading
@@ -273,7 +273,7 @@ def random_problem(n: int, T: int, d: int, *, trials: int | None = None,
 
 def figure_problem(name: str, *, generator: torch.Generator | None = None,
                    dtype: torch.dtype = DEFAULT_DTYPE) -> Problem:
-    """The 2-D instances drawn in paper A's figures (THEORY.md section 4), drawn as the authors draw them.
+    """The 2-D instances drawn in paper A's figures (the reproduction report), drawn as the authors draw them.
 
     ``"A1"``: n=2, T=3; tokens ``0.3 N(0, I)`` shifted by ``(-1, 0)`` (example 1) and ``(+1, 0)``
     (example 2). ``"A2"``: n=2, T=5; ``x_11 = (1, .5)``, ``x_21 = (1, -.5)``, the other tokens

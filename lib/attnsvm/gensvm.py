@@ -1,5 +1,5 @@
 """Several selected tokens per example: the Gen-SVM direction, the finite part and the SVM-eq fit
-(paper A, nonlinear heads; THEORY.md section 3 - proposed by the authors, "no rigorous theory yet").
+(paper A, nonlinear heads; book page 'What is proved where' - proposed by the authors, "no rigorous theory yet").
 
 With a nonlinear head, gradient descent may keep a *set* ``O_i`` of tokens per example. The
 authors' prediction is ``W_k ~ W_fin + C_k W_dir`` with
@@ -59,7 +59,7 @@ MASKED = 1e-6    # ... and one with probability <= MASKED is masked; in between 
 def selected_sets(probabilities, keep: float = KEEP, masked: float = MASKED, mask=None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """The selected sets of a batch of runs and the authors' acceptance filter (paper A's
-    multi-token experiment; THEORY.md section 5, pitfall 6).
+    multi-token experiment; the reproduction report, A6).
 
     From final softmax probabilities ``(*B, n, T)``: ``O_i = {t : s_it >= keep}`` as a boolean
     mask ``(*B, n, T)``, and per run ``(*B,)`` whether it is *clear*: no probability in

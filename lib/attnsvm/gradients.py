@@ -1,4 +1,4 @@
-"""Closed-form gradients of the ERM for a fixed linear head (paper A eq. (ERM); THEORY.md section 5).
+"""Closed-form gradients of the ERM for a fixed linear head (paper A eq. (ERM); the numerics appendix).
 
 For one example with logits ``a_t``, probabilities ``s = S(a)``, token values ``c_t = v^T x_t`` and
 top token ``b = argmax_t a_t``, the output is ``f = c_b + sum_t s_t (c_t - c_b)`` and

@@ -1,4 +1,4 @@
-"""The output side of the attention model: the softmax output (re-centred, THEORY.md section 5,
+"""The output side of the attention model: the softmax output (re-centred, the numerics appendix,
 pitfall 2), the heads h(r) (paper A's linear and MLP heads, paper B's penalized head), the losses,
 the prediction and the empirical risk, and the checks every trainer runs on its inputs.
 """

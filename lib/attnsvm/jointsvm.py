@@ -1,5 +1,4 @@
-"""The SVMs of joint (v, p) training (paper B, prompt attention with a trained head; THEORY.md
-section 3, "Paper B, joint (v, p)").
+"""The SVMs of joint (v, p) training (paper B, prompt attention with a trained head; book page 'What is proved where', "Paper B, joint (v, p)").
 
 * **v-SVM**: ``v(alpha) = argmin ||v|| s.t. Y_i v^T x_{i,alpha_i} >= 1`` - a hard-margin linear
   SVM without bias on the selected tokens.

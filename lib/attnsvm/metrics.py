@@ -1,5 +1,5 @@
 """Measurements the book reports: correlation of directions, numerical rank, selected tokens
-(paper A sections 3-4; THEORY.md sections 2 and 4).
+(paper A sections 3-4; book chapters 1-2 and the reproduction report).
 """
 
 from __future__ import annotations
@@ -74,8 +74,7 @@ def unit_scale(x: torch.Tensor) -> torch.Tensor:
 def numerical_rank(W, rtol: float = 1e-6) -> torch.Tensor:
     """Number of singular values above ``rtol * sigma_max`` (a *relative* tolerance; batched).
 
-    A relative tolerance is what makes ranks of SVM solutions comparable across scales (THEORY.md
-    section 5, pitfall 4: an absolute 1e-7 threshold reads solver residue as rank).
+    A relative tolerance is what makes ranks of SVM solutions comparable across scales (book chapter 3b, the rank figure: an absolute 1e-7 threshold reads solver residue as rank).
     """
     W = as_tensor(W, "W", dtype=None)
     rtol = check_positive(rtol, "rtol", upper=1.0)

@@ -1,11 +1,11 @@
 """One-layer softmax attention with the W, (K, Q) and p parameterizations (paper A section 2,
-paper B section 2; THEORY.md section 1).
+paper B section 2; book chapter 1).
 
 For one example, the logits are ``a_t = x_t^T W z``; the output ``r = X^T S(a)``, the heads ``h(r)``, the
 losses and the risk are in :mod:`attnsvm.heads`. Every parameter carries optional leading *trials* dimensions: a ``W`` of shape
 ``(B, d, d)`` trains ``B`` independent models, one per instance of a batched :class:`Problem`.
 
-Numerics (THEORY.md section 5, pitfall 2): the output is computed re-centred on the top token,
+Numerics (the numerics appendix): the output is computed re-centred on the top token,
 ``r = x_a + sum_t s_t (x_t - x_a)`` with ``a = argmax_t a_t`` (index detached). The value is the same,
 but the backward pass no longer subtracts two numbers equal to 1 - 1e-20, so gradients stay accurate
 (relative precision) when the softmax saturates.

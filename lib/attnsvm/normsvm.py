@@ -1,4 +1,4 @@
-"""Att-SVM in other norms: the norm the optimizer picks (THEORY.md section 3; mirror descent:
+"""Att-SVM in other norms: the norm the optimizer picks (book page 'What is proved where'; mirror descent:
 Julistiono, Tarzanagh and Azizan 2024; spectral descent: Fan, Schmidt and Thrampoulidis 2025 for
 linear models; diagonal factorization: Sheen et al. 2024).
 

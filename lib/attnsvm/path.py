@@ -1,5 +1,5 @@
 """The regularization path (paper A, regularization paths of W and of (K, Q); paper B, of p;
-THEORY.md section 3).
+book page 'What is proved where').
 
 ``W_R = argmin_{||W||_F <= R} L(W)`` for the W (and p) parameterization, and
 ``(K_R, Q_R) = argmin_{||K||_F^2 + ||Q||_F^2 <= 2R} L(K, Q)`` for the factored one, computed for a

@@ -1,4 +1,4 @@
-"""Prompt attention (paper B; THEORY.md section 3): the instances of the experiments B1, B2 and B4,
+"""Prompt attention (paper B; book page 'What is proved where'): the instances of the experiments B1, B2 and B4,
 the probability a batch of prompts puts on selected tokens, the curve diagnostics of the book's
 chapter 7 (first crossing, first departure, float32 saturation onset, growth per unit of log k)
 and the closed-form offset of the B4 path (the book's proposition prop-b4-offset, ours).

@@ -1,4 +1,4 @@
-"""Joint training of the head ``v`` and the prompt ``p`` (paper B, experiment B3; THEORY.md section 3,
+"""Joint training of the head ``v`` and the prompt ``p`` (paper B, experiment B3; book page 'What is proved where',
 "Paper B, joint (v, p)"): the B3 instances, the library's exact run and the authors' float32
 protocol of it, the logistic probability the authors plot, and the label margin of the v-SVM on
 the mixed features ``r_i(p) = X_i^T S(K_i p)`` that the margin condition ("Assumption B") bounds.

@@ -1,5 +1,5 @@
 """Normalized GD for the ReLU head in closed form, batched over tens of thousands of runs (paper A's
-multi-token experiment, THEORY.md A6).
+multi-token experiment, the reproduction report, A6).
 
 For the head ``h(r) = sum_j ReLU(V_j^T r)`` and logits ``a_it = x_it^T W z_i``, with
 ``s_i = softmax(a_i)`` and ``g_it = dh/ds_it = sum_j 1[V_j^T r_i > 0] V_j^T x_it``, the logistic

@@ -1,7 +1,7 @@
 """What the book's chapters share for showing results: plain-text tables and the measured claims
 that feed the reproduction report (the back-matter page ``book/report.md``).
 
-A chapter measures a claim of the papers (an id of THEORY.md section 4, or one of its own numbered
+A chapter measures a claim of the papers (an id of the reproduction report, or one of its own numbered
 checks) and calls :func:`claim`; the value and its status word are glued into the notebook with
 MyST-NB and pasted into the report page with ``{glue:text}`chapter::key``, so the report shows
 what this build computed, never a typed number.

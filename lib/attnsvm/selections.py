@@ -1,5 +1,5 @@
 """Classifying selections: which token choices ``alpha`` admit a max-margin direction, and of
-what kind (paper A, support indices and locally optimal directions; THEORY.md section 3).
+what kind (paper A, support indices and locally optimal directions; book page 'What is proved where').
 
 For every selection ``alpha`` (one token per example) Att-SVM(alpha) is either infeasible, or its
 solution ``W_mm(alpha)`` is *global* (``alpha = opt``), *locally optimal* (every support token of

@@ -1,5 +1,4 @@
-"""The update rules of :func:`attnsvm.train` (paper A sections 4-5, paper B section 4; THEORY.md
-sections 3-5): the normalized step, the Polyak step, the mirror map of the lp potential and the
+"""The update rules of :func:`attnsvm.train` (paper A sections 4-5, paper B section 4; book chapters 2-4 and the numerics appendix): the normalized step, the Polyak step, the mirror map of the lp potential and the
 polar factor of the spectral step, each per trial on blocks of ``core_dims`` trailing dimensions.
 """
 

@@ -1,4 +1,4 @@
-"""The max-margin problems of attention (paper A section 3, paper B section 3; THEORY.md section 2).
+"""The max-margin problems of attention (paper A section 3, paper B section 3; book chapters 1-2).
 
 ``Att-SVM`` (Frobenius) and ``Att-SVM*`` (nuclear norm) for a selection ``alpha``::
 

@@ -1,5 +1,5 @@
 """The authors' SVM-eq prediction ``W_k ~ W_fin + C_k W_dir`` for several selected tokens per
-example (paper A, nonlinear heads; THEORY.md section 3, a conjecture): ``C_k`` fitted to an iterate
+example (paper A, nonlinear heads; book page 'What is proved where', a conjecture): ``C_k`` fitted to an iterate
 by least squares, as in the authors' experiment code. ``W_fin`` and ``W_dir`` come from
 :mod:`attnsvm.gensvm` (the finite part and the Gen-SVM direction).
 """

@@ -1,5 +1,5 @@
 """Gradient descent and its variants on the attention ERM (paper A sections 4-5, paper B
-section 4; THEORY.md sections 3-5), batched over trials.
+section 4; book chapters 2-4 and the numerics appendix), batched over trials.
 
 Normalized GD takes ``theta <- theta - lr * g / ||g||`` on each parameter block and each trial
 separately (the protocol of the papers' experiments). The two knobs of the authors' code are
@@ -61,7 +61,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
         head: ``LinearHead()`` (default: the problem's fixed ``v``), a trainable ``LinearHead(v)``
             (joint training, paper B) or an ``MLPHead``.
         reference: direction to track (same shape as ``attention.combined()``, or broadcastable).
-        eps, ridge: the authors' safeguards (THEORY.md section 5, pitfalls 2-3); 0 = exact NGD.
+        eps, ridge: the authors' safeguards (the numerics appendix and chapter 3b); 0 = exact NGD.
         stable: re-centred softmax output (default) or the textbook formula.
         p: the exponent of the mirror-descent potential (``method="mirror"``), ``p > 1``.
         dual_norm: mirror descent only: normalize each gradient by its dual norm ``||g||_q``

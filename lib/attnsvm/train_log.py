@@ -1,4 +1,4 @@
-"""What :func:`attnsvm.train` records at its logged steps (THEORY.md section 4: the direction of
+"""What :func:`attnsvm.train` records at its logged steps (the reproduction report: the direction of
 the iterates, its correlation with a reference and how fast it still turns).
 
 The combined parameter of each logged step is kept; its norm, correlation and turn are computed

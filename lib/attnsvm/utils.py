@@ -1,6 +1,6 @@
 """Seeds, devices, dtypes and input validation shared by every module.
 
-Theory experiments run in float64 by default (THEORY.md section 5: float32 saturates the softmax and
+Theory experiments run in float64 by default (the numerics appendix: float32 saturates the softmax and
 freezes the direction long before the theorems' limits are visible).
 """
 
