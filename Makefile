@@ -10,12 +10,16 @@
 #   make bench      run every bench/*.py
 #   make gpu-check  CUDA vs CPU from one seed (solvers, train, path), then heavy studies timed on both
 #                   (tools/gpu_check.py; GPUCHECKFLAGS=--quick for small sizes; no CUDA: one line, exit 0)
+#   make portability  every chapter under 5 arithmetic environments (OpenBLAS kernel, ATen vectors,
+#                   MKL_CBWR, 1 or 2 threads); exit 1 if a claim's status or a cell's verdict changes
+#                   (tools/portability.py; PORTABILITYFLAGS="--env native haswell-avx2", --chapters ...)
 #   make clean      remove build products (keeps .venv; `make distclean` removes it too)
 #
 # Each chapter is executed once per change: `make test` and `make book` share the execution cache
 # _build/.jupyter_cache, emptied when the library, requirements.txt or ATTNSVM_SCALE change
 # (tools/notebook_cache.py); `make clean` empties it too. BOOKFLAGS=--all makes Sphinx re-read every page.
-# ATTNSVM_SCALE=quick (book, test, pdf) runs the experiments at a smaller scale; default: the paper's.
+# ATTNSVM_SCALE=quick (book, test, pdf, portability) runs the experiments at a smaller scale; default:
+# the paper's.
 
 SHELL  := /bin/bash
 VENV   := .venv
@@ -34,7 +38,7 @@ CHROMIUM ?= $(firstword $(foreach b,chromium chromium-browser google-chrome-stab
 # Chapters = the text notebooks of book/ (a jupytext front matter with a kernelspec).
 CHAPTERS = $(shell grep -l '^kernelspec:' book/*.md 2>/dev/null)
 
-.PHONY: setup book test notebooks serve student pdf bench gpu-check clean distclean
+.PHONY: setup book test notebooks serve student pdf bench gpu-check portability clean distclean
 
 setup: $(STAMP)
 
@@ -94,6 +98,11 @@ bench: setup
 
 gpu-check: setup
 	$(PY) tools/gpu_check.py $(GPUCHECKFLAGS)
+
+# Each environment sets its own threads (and jobs: 2 kernels of 1 thread, or 1 of 2), and ATTNSVM_SCALE
+# passes through; results go to _build/portability/, never to the book's execution cache.
+portability: setup
+	ATTNSVM_SCALE=$(ATTNSVM_SCALE) $(PY) tools/portability.py $(PORTABILITYFLAGS)
 
 clean:
 	rm -rf _build .pytest_cache .jupyter_cache
