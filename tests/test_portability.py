@@ -11,6 +11,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import portability as P  # noqa: E402
@@ -176,3 +178,54 @@ def test_combine_only_reads_the_saved_environments(tmp_path, monkeypatch, capsys
     assert "ch01::C1-1  reproduced  differs" in capsys.readouterr().out
     assert P.main(["--combine-only", "--env", "native"]) == 0
     assert P.main(["--combine-only", "--env", "prescott-default"]) == 2
+
+
+def test_the_execution_cache_is_an_environment_to_compare_with(monkeypatch, tmp_path):
+    """``--against-cache``: the chapters as the book's execution cache holds them are a result
+    named ``cache`` (probe absent: not measured); a chapter missing from the cache is an error."""
+    import contextlib
+    import nbformat
+
+    chapter = tmp_path / "ch01.md"
+    chapter.write_text("x")
+    executed = nbformat.from_dict({"cells": notebook()["cells"][:3], "metadata": {},
+                                   "nbformat": 4, "nbformat_minor": 5})
+
+    class Record:
+        pk, data = 7, {"execution_seconds": 3.5}
+
+    class Cache:
+        def match_cache_notebook(self, nb):
+            if nb == "missing":
+                raise KeyError(nb)
+            return Record()
+
+        def get_cache_bundle(self, pk):
+            assert pk == 7
+            return type("Bundle", (), {"nb": executed})()
+
+    monkeypatch.setattr(P.notebook_cache, "locked_cache", lambda: contextlib.nullcontext(Cache()))
+    monkeypatch.setattr(P.notebook_cache, "read_chapter", lambda path: "nb")
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    cached = P.cached_result([chapter])
+    assert cached["env"] == "cache" and cached["settings"]["OPENBLAS_CORETYPE"] == "Haswell"
+    assert cached["chapters"]["ch01"]["glued"]["C1-1-status"] == "reproduced"
+    assert cached["chapters"]["ch01"]["effect"] is None and cached["seconds"] == 3.5
+    found = P.differences([cached, result("prescott", status="'differs'")])
+    assert found["claims"] == [["ch01::C1-1", "reproduced", "differs"]] and P.exit_status(found) == 1
+    monkeypatch.setattr(P.notebook_cache, "read_chapter", lambda path: "missing")
+    with pytest.raises(SystemExit, match="not in the execution cache"):
+        P.cached_result([chapter])
+
+
+def test_parts_deal_the_chapters_longest_first(tmp_path):
+    """``--part i/k``: every chapter in exactly one part, the longest ones in different parts."""
+    paths = []
+    for name, size in (("a", 50), ("b", 40), ("c", 30), ("d", 20), ("e", 10)):
+        paths.append(tmp_path / f"{name}.md")
+        paths[-1].write_text("x" * size)
+    parts = [P.part(paths, f"{i}/3") for i in range(3)]
+    assert [[p.stem for p in q] for q in parts] == [["a", "d"], ["b", "e"], ["c"]]
+    for bad in ("3/3", "1", "x/2"):
+        with pytest.raises(SystemExit, match="--part"):
+            P.part(paths, bad)

@@ -1,7 +1,7 @@
 """Portability run: every chapter under several arithmetic environments; does any verdict change?
 
     python tools/portability.py [--env NAME ...] [--chapters book/ch01_model.md ...] [--jobs N]
-                                [--combine-only] [--top N]
+                                [--combine-only] [--against-cache] [--part I/K] [--top N]
 
 Each of :data:`ENVIRONMENTS` stands for another machine: the OpenBLAS kernel of NumPy, SciPy and
 the solvers (``OPENBLAS_CORETYPE``), PyTorch's vectorization (``ATEN_CPU_CAPABILITY``), MKL's mode
@@ -11,7 +11,8 @@ as ``make test``); a cell appended to it measures there what took effect. Every 
 included, so that each check cell (an ``assert``) gets an outcome; glued values are recorded,
 claims (``attnsvm.claim``: ``key`` and ``key-status``) among them. Results go to
 ``_build/portability/<env>.json``, never to the book's execution cache (``--combine-only``
-compares saved ones); the report lists the claims whose status and the cells whose verdict (ok or
+compares saved ones; ``--against-cache`` compares with the chapters as the book's execution cache
+holds them, as ``make test`` executed them); the report lists the claims whose status and the cells whose verdict (ok or
 the error's name) differ, every numeric claim's spread, what took effect and the times. Exit
 status 1 when a status or verdict differs. ``ATTNSVM_SCALE`` passes through. The pages that read
 the book's execution cache (status, report) are left out: their verdicts depend on it.
@@ -81,6 +82,19 @@ def chapters() -> list[Path]:
     """The book's text notebooks (as the Makefile's CHAPTERS), less those reading its cache."""
     return [p for p in sorted((ROOT / "book").glob("*.md")) if notebook_cache.is_text_notebook(p)
             and "notebook_cache" not in p.read_text(encoding="utf-8")]
+
+
+def part(paths: list[Path], spec: str) -> list[Path]:
+    """Part ``i`` of ``k`` (``spec`` = ``"i/k"``, 0 <= i < k) of the chapters: dealt in turn,
+    the longest (by source size) first, so that the parts take about as long."""
+    try:
+        i, k = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise SystemExit(f"portability: --part must be i/k (e.g. 0/3), got {spec!r}") from None
+    if not 0 <= i < k:
+        raise SystemExit(f"portability: --part {spec}: need 0 <= i < k")
+    ranked = sorted(paths, key=lambda p: (-p.stat().st_size, p.name))
+    return sorted(ranked[i::k])
 
 
 def kernel_env(name: str) -> dict[str, str]:
@@ -202,6 +216,27 @@ def run_environment(name: str, paths: list[Path], jobs: int | None) -> dict:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{name}.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def cached_result(paths: list[Path]) -> dict:
+    """The chapters as the book's execution cache holds them (executed by ``make test`` or
+    ``make book`` in this shell's environment), as the result of an environment named ``cache``:
+    a run under one environment is then compared with the build without executing it again."""
+    records = {}
+    with notebook_cache.locked_cache() as cache:              # a stale cache is emptied
+        for path in paths:
+            found = None if cache is None else notebook_cache.cached_record(
+                cache, notebook_cache.read_chapter(path))
+            if found is None:
+                raise SystemExit(f"portability: {path.name} is not in the execution cache "
+                                 "(run make test or make book first)")
+            records[path.stem] = chapter_record(cache.get_cache_bundle(found.pk).nb,
+                                                found.data.get("execution_seconds", 0.0))
+    settings = {k: os.environ[k] for k in KNOBS[:3] if k in os.environ}
+    return {"env": "cache", "settings": {**settings, "threads": os.environ.get("OMP_NUM_THREADS", "-")},
+            "jobs": "-", "scale": os.environ.get("ATTNSVM_SCALE", "").strip().lower() or "paper",
+            "seconds": round(sum(r["seconds"] for r in records.values()), 2),
+            "chapters": dict(sorted(records.items()))}
 
 
 def spread(values: list[list[float]]) -> tuple[float, float, tuple[float, ...]] | None:
@@ -346,14 +381,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--combine-only", action="store_true",
                         help="run nothing: combine the saved results of --env")
     parser.add_argument("--top", type=int, default=15, help="numeric claims listed in (c)")
+    parser.add_argument("--against-cache", action="store_true",
+                        help="compare with the chapters as the book's execution cache holds them")
+    parser.add_argument("--part", help="i/k: run part i of k of the chapters (e.g. 0/3)")
     args = parser.parse_args(argv)
+    paths = [p.resolve() for p in args.chapters or chapters()]
+    paths = part(paths, args.part) if args.part else paths
     if not args.combine_only:
         for name in args.env:
-            run_environment(name, [p.resolve() for p in args.chapters or chapters()], args.jobs)
+            run_environment(name, paths, args.jobs)
     missing = [name for name in args.env if not (OUT / f"{name}.json").exists()]
     if missing:
         print(f"portability: nothing saved in {OUT} for {', '.join(missing)}", file=sys.stderr)
     results = [json.loads((OUT / f"{n}.json").read_text()) for n in args.env if n not in missing]
+    if args.against_cache:
+        results.insert(0, cached_result(paths))
+    if len(results) == 1:
+        print("portability: one environment, nothing to compare it with", file=sys.stderr)
     if not results:
         return 2
     if len({r["scale"] for r in results}) > 1:
