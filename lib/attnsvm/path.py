@@ -136,7 +136,7 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
     Each radius is solved by projected gradient steps (the gradient divided by its norm) of
     Barzilai-Borwein length, with a non-monotone acceptance test on the loss compared exactly
     (``gradients.no_worse``); a rejected step halves, and a trial whose best point has not improved
-    for 20 steps restarts from it (its direction, a shorter step, a window holding only that
+    for 40 steps restarts from it (its direction, a shorter step, a window holding only that
     point), so that the non-monotone steps cannot cycle above the best point. Each radius starts from the best of the
     previous iterate, its rescaling onto the new sphere and (with ``reference``) the scaled
     reference, and returns the best point it has seen: the loss never increases along the path,

@@ -17,7 +17,7 @@ from .path_setup import _expand, _joint_norm
 
 
 MEMORY = 10          # accepted losses the non-monotone step test looks back on
-RESTART_AFTER = 2 * MEMORY   # steps without a new best point before a trial restarts from it
+RESTART_AFTER = 4 * MEMORY   # steps without a new best point before a trial restarts from it
 
 
 def _ball_radius(attention: Attention, R: float) -> float:
@@ -175,7 +175,9 @@ def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[to
     # rounding). So a trial whose best point has not improved for RESTART_AFTER steps restarts
     # from it: its direction there, the step proposed there (a quarter of it at every further
     # restart without progress, so a step too long for the valley cannot repeat forever) and a
-    # window holding only that point, so that the next accepted step improves on it.
+    # window holding only that point, so that the next accepted step improves on it. (With 20
+    # steps, legitimate non-monotone stretches were cut short: 1 of 1,390 radii of small random
+    # instances lost its convergence; with 40, none of 2,320 did, W, restarts and cone paths.)
     best = Evaluation(best.risk, torch.empty(0), [], best.top, best.excess)
     current, recent = best, _Recent(best)
     kept, kept_tangential = list(accepted), tangential      # rebound below, never written to
