@@ -269,6 +269,8 @@ def training_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
                 cases.append(("tolerance", f"train: {knob}={value!r}", train(att, **{knob: value})))
         for value in (5, "f"):
             cases.append(("type", f"train: callback={value!r}", train(att, callback=value)))
+        for value in ("yes", None, 1):
+            cases.append(("type", f"train: warn={value!r}", train(att, warn=value)))
         for value in (0, -1.0, math.nan, math.inf, "1"):
             cases.append(("step", f"train: max_step={value!r}", train(att, max_step=value)))
         cases.append(("option", "train: polyak with the textbook softmax",

@@ -3,6 +3,7 @@ differences, batched runs against looped runs, the history, determinism, diverge
 """
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -397,10 +398,12 @@ def test_polyak_stops_where_the_gradient_underflows():
     """Along a global run the Polyak step grows ||W|| by about ||W_mm|| per step, so the logit
     gaps pass ~745 and the gradient underflows in float64: from there the step is exactly 0."""
     problem = A.random_problem(2, 3, 4, generator=A.set_seed(63))
-    h = A.train(A.WAttention.zeros(4), problem, 2000, 1.0, "polyak", log_every=100)
+    with pytest.warns(A.FrozenWarning, match="1 of 1 trial"):
+        h = A.train(A.WAttention.zeros(4), problem, 2000, 1.0, "polyak", log_every=100)
     assert float(h.max_prob[-1]) == 1.0
     assert float(h.step[1]) > 0.5 and float(h.step[-2]) == 0.0
     assert float(h.norm[-1]) == float(h.norm[-2])
+    assert 0 < int(h.frozen) < 2000 and bool(h.unsettled(1e-4))
 
 
 def test_max_step_caps_every_method():
@@ -476,3 +479,46 @@ def test_block_normalize_keeps_autograd():
     assert torch.autograd.gradcheck(lambda x: A.block_normalize(x, 2), (g,))
     with torch.no_grad():
         assert torch.equal(A.block_normalize(g, 2), A.block_normalize(g.detach(), 2))
+
+
+def test_a_frozen_run_is_recorded_warned_and_not_settled():
+    """Exact (K, Q) NGD at step 0.1 reaches ||K Q^T|| ~ 3,400 and from step 729 on every update is
+    exactly 0 (the gradient underflows in float64): `frozen` says from when, a FrozenWarning says
+    so, and `unsettled` does not read the zero turn as a converged direction."""
+    problem = A.random_problem(6, 8, 10, generator=A.set_seed(0))
+    with pytest.warns(A.FrozenWarning, match="froze: every update was exactly 0 from step 729"):
+        h = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1,
+                    record_iterates=True)
+    assert h.frozen.shape == () and int(h.frozen) == 729
+    assert (h.step[729:-1] == 0).all() and h.step[728] > 0
+    assert torch.equal(h.iterates[729], h.iterates[-1]) and not torch.equal(h.iterates[728], h.iterates[729])
+    assert float(h.turn[-1]) == 0.0 and bool(h.unsettled(1e-4))
+    # logged every 7 steps: the first logged step with a zero update (the freeze began after 728)
+    with pytest.warns(A.FrozenWarning):
+        sparse = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1, log_every=7)
+    assert int(sparse.frozen) == 735
+    # logged at the ends only: the last update is measured too, so the freeze is still seen
+    with pytest.warns(A.FrozenWarning):
+        ends = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1, log_every=2000)
+    assert int(ends.frozen) == 1999 and bool(ends.unsettled(1e-4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1, warn=False)
+    assert int(quiet.frozen) == 729
+
+
+def test_frozen_is_per_trial_and_absent_from_moving_runs():
+    problem = A.random_problem(6, 8, 10, trials=3, generator=A.set_seed(0))
+    with pytest.warns(A.FrozenWarning, match="of 3 trial"):
+        h = A.train(A.KQAttention.init(10, trials=3, generator=A.set_seed(0)), problem, 2500, 0.1)
+    for b in range(3):                  # the first step of the final run of zero updates, or -1
+        zero = (h.step[:-1, b] == 0).tolist()
+        first = len(zero) - next((k for k, z in enumerate(reversed(zero)) if not z), len(zero))
+        assert int(h.frozen[b]) == (first if first < len(zero) else -1)
+    assert (h.frozen >= 0).any()
+    assert torch.equal(h.unsettled(1e-4), ~(h.turn[-1] <= 1e-4) | (h.frozen >= 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # W moves for ever: no warning
+        moving = A.train(A.WAttention.zeros(10, trials=3), problem, 300)
+    assert (moving.frozen == -1).all()
+    assert (A.train(A.WAttention.zeros(10, trials=3), problem, 0).frozen == -1).all()

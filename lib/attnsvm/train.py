@@ -20,6 +20,7 @@ optimizer without momentum; a vector block steps along ``g / ||g||``).
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable
 
 import torch
@@ -46,7 +47,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
           reference: torch.Tensor | None = None, log_every: int = 1,
           record_iterates: bool = False, eps: float = 0.0, ridge: float = 0.0,
           stable: bool = True, max_step: float | None = None, p: float = 2.0,
-          dual_norm: bool = False,
+          dual_norm: bool = False, warn: bool = True,
           callback: Callable[[int, Attention], None] | None = None) -> History:
     """Run ``steps`` iterations of GD (``method="gd"``), normalized GD (``"ngd"``) or the Polyak
     step (``"polyak"``, with the true infimum ``L*``; linear fixed head only) in place. The other
@@ -72,6 +73,8 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             ``L - L*`` stays positive while the gradient vanishes, so the step grows without bound.
             On a global run the Polyak step becomes exactly 0 once the logit gaps pass ~745: the
             gradient underflows in float64 (``L - L*`` is then subnormal, or 0).
+        warn: emit a :class:`FrozenWarning` when some trial froze (``History.frozen``: every update
+            exactly 0 from some step on; the numerics appendix).
         callback: called as ``callback(step, attention)`` after each logged step.
 
     Returns the :class:`History`; raises :class:`TrainingError` on NaN/inf.
@@ -94,6 +97,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     if max_step is not None:
         max_step = check_positive(max_step, "max_step")
     record_iterates, stable = check_flag(record_iterates, "record_iterates"), check_flag(stable, "stable")
+    warn = check_flag(warn, "warn")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable as callback(step, attention), got {callback!r}")
     check_loss(loss)
@@ -170,15 +174,39 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             if max_step is not None and method != "polyak":
                 shrink = torch.clamp(max_step / _length(updates, core), max=1.0).nan_to_num(1.0)
                 updates = [u * _expand(shrink, k) for u, k in zip(updates, core)]
-            if logged_now:                  # the length is only measured where it is recorded
-                recorder.log_length(_length(updates, core).expand(trials))
+            if logged_now or step == steps - 1:   # measured where recorded, and the last update
+                length = _length(updates, core).expand(trials)     # (the run froze if it is 0)
+                recorder.log_update(step, length)
+                if logged_now:
+                    recorder.log_length(length)
             for param, u in zip(params, updates):
                 param -= u
             if not all(_all_finite(q) for q in params):
                 raise TrainingError(f"a parameter became NaN/inf at step {step + 1} (it passed "
                                     "~1e308, or a callback wrote NaN); lower lr or start from a "
                                     "smaller point")
-    return recorder.history()
+    history = recorder.history()
+    if warn:
+        _warn_frozen(history, problem.X.dtype)
+    return history
+
+
+class FrozenWarning(UserWarning):
+    """Some trial of a training run froze: from some step on every update was exactly zero (the
+    gradient underflowed), so its last ``turn`` of 0 says nothing about convergence."""
+
+
+def _warn_frozen(history: History, dtype: torch.dtype) -> None:
+    """Emit a :class:`FrozenWarning` naming how many trials froze and from which step."""
+    frozen = history.frozen[history.frozen >= 0]
+    if not len(frozen):
+        return
+    warnings.warn(f"{len(frozen)} of {history.frozen.numel()} trial(s) froze: every update was "
+                  f"exactly 0 from step {int(frozen.min())} on (the gradient underflowed in {dtype}: "
+                  "the softmax saturated); their parameters are a fixed point of the floating-point "
+                  "iteration, not a converged direction (History.frozen; unsettled() counts them). "
+                  "Stop before it (fewer steps) or add the authors' ridge (ridge=2.2e-16) to keep them moving",
+                  FrozenWarning, stacklevel=3)
 
 
 def _trials_shape(attention: Attention, problem: Problem, head: Head) -> tuple[int, ...]:
