@@ -271,6 +271,9 @@ def training_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
             cases.append(("type", f"train: callback={value!r}", train(att, callback=value)))
         for value in ("yes", None, 1):
             cases.append(("type", f"train: warn={value!r}", train(att, warn=value)))
+        cases.append(("trials", "train: a shared trained head on trials",
+                      lambda: A.train(A.WAttention.zeros(4, trials=2), A.repeat_instance(P, 2), 3,
+                                      head=A.LinearHead(P.v))))
         for value in (0, -1.0, math.nan, math.inf, "1"):
             cases.append(("step", f"train: max_step={value!r}", train(att, max_step=value)))
         cases.append(("option", "train: polyak with the textbook softmax",
@@ -546,9 +549,12 @@ def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     # train's methods, DiagonalAttention, heads
     W = A.WAttention.zeros(4)
     for method in ("gd", "ngd", "polyak", "mirror", "spectral"):
-        add("train", "batched", f"shared W on a batched problem, {method}",
-            checked(lambda m=method: A.train(A.WAttention.zeros(4), B, 3, method=m),
-                    lambda h: all(bool(torch.isfinite(t).all()) for t in (h.loss, h.norm, h.max_prob))))
+        add("train", "batched", f"shared W on a batched problem, {method}",       # refused: a sum
+            lambda m=method: A.train(A.WAttention.zeros(4), B, 3, method=m))
+        add("train", "batched", f"batched W on an unbatched problem, {method}",
+            checked(lambda m=method: A.train(A.WAttention.zeros(4, trials=3), P, 3, method=m,
+                                             max_step=1.0 if m == "polyak" else None),
+                    lambda h: h.loss.shape == (4, 3) and bool(torch.isfinite(h.loss).all())))
         for s in (1e200, 1e300):
             for make in ("W", "KQ"):
                 def start(s=s, make=make):

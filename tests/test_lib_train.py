@@ -522,3 +522,42 @@ def test_frozen_is_per_trial_and_absent_from_moving_runs():
         moving = A.train(A.WAttention.zeros(10, trials=3), problem, 300)
     assert (moving.frozen == -1).all()
     assert (A.train(A.WAttention.zeros(10, trials=3), problem, 0).frozen == -1).all()
+
+
+@pytest.mark.parametrize("method", ["gd", "ngd", "polyak", "mirror", "spectral", "sign"])
+def test_a_batched_model_trains_on_an_unbatched_problem(method):
+    """Parameters with trials on a problem without: every trial trains on the problem, exactly as
+    on its copies (repeat_instance), and as each trial trained alone (to rounding)."""
+    problem = A.random_problem(4, 3, 5, generator=A.set_seed(81))
+    W0 = rand(3, 5, 5, seed=82, scale=0.3)
+    kw = dict(steps=40, lr=0.1, method=method, record_iterates=True, reference=rand(5, 5, seed=83),
+              max_step=1.0 if method == "polyak" else None)
+    att, copies = A.WAttention(W0), A.WAttention(W0)
+    h = A.train(att, problem, **kw)
+    h_copies = A.train(copies, A.repeat_instance(problem, 3), **kw)
+    assert torch.equal(att.W, copies.W)
+    for name in ("loss", "norm", "corr", "turn", "step", "iterates", "frozen"):
+        assert torch.equal(getattr(h, name).nan_to_num(7.0), getattr(h_copies, name).nan_to_num(7.0)), name
+    alone = [A.train(A.WAttention(W0[b]), problem, **kw) for b in range(3)]
+    _histories_equal(h, alone)
+    kq = A.KQAttention.init(5, trials=2, generator=A.set_seed(84))
+    kq_copies = A.KQAttention.init(5, trials=2, generator=A.set_seed(84))
+    if method != "polyak":
+        A.train(kq, problem, 30, 0.1, method)
+        A.train(kq_copies, A.repeat_instance(problem, 2), 30, 0.1, method)
+        assert torch.equal(kq.combined(), kq_copies.combined())
+
+
+def test_a_model_shared_by_trials_is_refused():
+    """One W on a problem with 3 trials would descend the sum of the 3 risks (GD with 3 times the
+    step): refused, saying to give the model the trials; so is a trained head shared by trials."""
+    problem = A.random_problem(4, 3, 5, trials=3, generator=A.set_seed(85))
+    for att in (A.WAttention.zeros(5), A.KQAttention.init(5, generator=A.set_seed(86))):
+        with pytest.raises(ValueError, match=r"one set of parameters per trial: .* trials shape \(\) "
+                                             r"and the problem \(3,\).*sum of their losses"):
+            A.train(att, problem, 5)
+    with pytest.raises(ValueError, match=r"head's v has trials shape \(\) and the run \(3,\)"):
+        A.train(A.WAttention.zeros(5, trials=3), problem, 5, head=A.LinearHead(problem.v[0]))
+    with pytest.raises(ValueError, match=r"head's v has trials shape \(2,\) and the run \(\)"):
+        A.train(A.WAttention.zeros(5), problem.trial(0), 5, head=A.LinearHead(problem.v[:2]))
+    A.train(A.WAttention.zeros(5, trials=3), problem, 5, head=A.LinearHead(problem.v))   # per trial

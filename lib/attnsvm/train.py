@@ -29,10 +29,11 @@ from .data import Problem
 from .gradients import evaluate, excess_over_optimal, fixed_terms, supports
 from .heads import Head, LinearHead, check_compatible, check_head, check_loss, risk_from_logits
 from .models import Attention
+from .path_setup import _match_trials
 from .steps import (_block_normalize, _expand, _from_dual, _length, _polar, _polyak, _to_dual,
                     block_normalize)
 from .train_log import History, Recorder
-from .utils import as_tensor, broadcast_shape, check_count, check_flag, check_positive
+from .utils import as_tensor, check_count, check_flag, check_positive
 
 
 METHODS = ("gd", "ngd", "polyak", "mirror", "spectral", "sign")
@@ -58,7 +59,10 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
 
     Args:
         attention: the parameterization (its tensors are updated in place), e.g. ``WAttention``.
-        problem: the training set; its trials dimensions must match the parameters'.
+        problem: the training set: with the parameters' trials shape, or without trials (then
+            every trial trains on it, as on ``repeat_instance``). Parameters without the
+            problem's trials are refused: one model shared by ``B`` trials would descend the sum
+            of their risks.
         head: ``LinearHead()`` (default: the problem's fixed ``v``), a trainable ``LinearHead(v)``
             (joint training, paper B) or an ``MLPHead``.
         reference: direction to track (same shape as ``attention.combined()``, or broadcastable).
@@ -115,9 +119,9 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     head = head or LinearHead()
     params = attention.params + head.params
     core = attention.core_dims + head.core_dims
+    problem = _per_trial(attention, problem, head)
     _check_start(attention, problem, params, method, p)
-    trials = _trials_shape(attention, problem, head)
-    param_lead = attention.params[0].ndim - attention.core_dims[0]
+    trials = problem.batch_shape
     recorder = Recorder(trials, reference, record_iterates)
     closed_form = stable and not head.params and isinstance(head, LinearHead) and supports(attention)
     if method == "polyak" and not closed_form:
@@ -144,8 +148,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             if logged_now:
                 if not closed_form:
                     probs = torch.softmax(logits.detach(), dim=-1)
-                combined = attention.combined()
-                recorder.log(step, combined.expand(*trials, *combined.shape[param_lead:]), risk, probs)
+                recorder.log(step, attention.combined(), risk, probs)
                 if callback is not None:
                     with torch.set_grad_enabled(grad_mode):
                         callback(step, attention)
@@ -159,7 +162,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             if method == "ngd":
                 updates = [_block_normalize(g, k, eps).mul_(lr) for g, k in zip(grads, core)]
             elif method == "polyak":
-                excess = _shared(excess_over_optimal(evaluation, problem, loss), params, core)
+                excess = excess_over_optimal(evaluation, problem, loss)
                 updates = _polyak(grads, core, excess, lr, max_step)
             elif method == "sign":
                 updates = [lr * torch.sign(g) for g in grads]
@@ -175,7 +178,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
                 shrink = torch.clamp(max_step / _length(updates, core), max=1.0).nan_to_num(1.0)
                 updates = [u * _expand(shrink, k) for u, k in zip(updates, core)]
             if logged_now or step == steps - 1:   # measured where recorded, and the last update
-                length = _length(updates, core).expand(trials)     # (the run froze if it is 0)
+                length = _length(updates, core)                    # (the run froze if it is 0)
                 recorder.log_update(step, length)
                 if logged_now:
                     recorder.log_length(length)
@@ -209,15 +212,20 @@ def _warn_frozen(history: History, dtype: torch.dtype) -> None:
                   FrozenWarning, stacklevel=3)
 
 
-def _trials_shape(attention: Attention, problem: Problem, head: Head) -> tuple[int, ...]:
-    """The trials shape of a run: the parameters' and the problem's broadcast together."""
-    leads = [tuple(q.shape[: q.ndim - k]) for q, k in
-             zip(attention.params + head.params, attention.core_dims + head.core_dims)]
-    try:
-        return tuple(broadcast_shape(problem.batch_shape, *leads))
-    except RuntimeError:
-        raise ValueError(f"the parameters have trials shapes {leads} and the problem "
-                         f"{problem.batch_shape}: they must match (or one must be empty)") from None
+def _per_trial(attention: Attention, problem: Problem, head: Head) -> Problem:
+    """The problem with the attention's trials shape (:func:`~attnsvm.path_setup._match_trials`:
+    a problem without trials is shared by every trial); ``ValueError`` when a trained parameter
+    lacks some of the run's trials: shared by several trials it would descend the sum of their
+    risks (GD on ``B`` copies of a problem is GD with ``B`` times the step)."""
+    problem = _match_trials(attention, problem, "training")
+    for name, q, k in zip(head.names, head.params, head.core_dims):
+        lead = tuple(q.shape[: q.ndim - k])
+        if lead != problem.batch_shape:
+            raise ValueError(f"training needs one set of parameters per trial: the head's {name} "
+                             f"has trials shape {lead} and the run {problem.batch_shape} (the "
+                             f"attention's); give every trained parameter the trials shape "
+                             f"{problem.batch_shape}")
+    return problem
 
 
 def _all_finite(values: torch.Tensor) -> bool:
@@ -225,15 +233,6 @@ def _all_finite(values: torch.Tensor) -> bool:
     operation instead of the four of ``isfinite(values).all()``."""
     top = values if values.numel() == 1 else torch.linalg.vector_norm(values, math.inf)
     return math.isfinite(top.item())
-
-
-def _shared(per_trial: torch.Tensor, params: list[torch.Tensor], core: tuple[int, ...]) -> torch.Tensor:
-    """Sum a per-trial quantity over the trials dimensions that the parameters share (a W without
-    trials dimension trained on a batched problem minimises the summed risk)."""
-    lead = params[0].ndim - core[0]
-    while per_trial.ndim > lead:
-        per_trial = per_trial.sum(0)
-    return per_trial
 
 
 def _check_start(attention: Attention, problem: Problem, params: list[torch.Tensor], method: str,
