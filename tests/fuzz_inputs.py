@@ -289,6 +289,9 @@ def training_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
                  (D, "0.1")):
         cases.append(("cone", f"path: cone={cone!r}"[:60], path(W, cone=cone)))
     cases.append(("cone", "path: cone on (K, Q)", path(KQ, cone=(D, 0.1))))
+    for start in (lambda: A.WAttention(torch.eye(3, dtype=F64)),
+                  lambda: A.KQAttention(torch.ones(5, 2, dtype=F64), torch.ones(5, 2, dtype=F64))):
+        cases.append(("shape", "path: a start of another dimension than the problem's", path(start)))
     for value in ("yes", None, 2):
         cases.append(("type", f"path: sphere={value!r}", path(W, sphere=value)))
     return cases
@@ -480,6 +483,12 @@ def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
         add("svm_eq_fit", "non-numeric", f"W={str(value)[:30]}", lambda v=value: A.svm_eq_fit(v, W_fin, W_dir))
         add("svm_eq_fit", "non-numeric", f"W_dir={str(value)[:30]}", lambda v=value: A.svm_eq_fit(W_dir, W_fin, v))
     add("svm_eq_fit", "shape", "batch mismatch", lambda: A.svm_eq_fit(torch.ones(3, 4, 4), torch.ones(2, 4, 4), W_dir))
+    for empty in ((0, 0), (2, 0, 0)):
+        add("svm_eq_fit", "empty", f"W_fin, W_dir, W of shape {empty}",
+            lambda e=empty: A.svm_eq_fit(torch.ones(e), torch.zeros(e[-2:]), torch.zeros(e[-2:])))
+    for empty in ((2, 0), (0, 3), (0, 2, 3)):
+        add("selected_sets", "empty", f"probabilities of shape {empty}",
+            lambda e=empty: A.selected_sets(torch.zeros(e, dtype=F64)))
 
     # v_svm / relaxed_p_svm
     for value in BAD_ARRAYS:

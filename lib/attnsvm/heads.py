@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 
 from .data import Problem
-from .models import Attention
+from .models import Attention, _check_dim
 from .utils import as_tensor, broadcast_shape, check_flag, check_nonempty, check_positive
 
 
@@ -149,8 +149,8 @@ def check_loss(loss: str) -> None:
 
 def check_compatible(attention: Attention, problem: Problem) -> None:
     """Raise ``TypeError`` unless ``attention`` is an :class:`Attention` and ``problem`` a
-    :class:`Problem`, and ``ValueError`` unless the parameters match the problem in dtype and
-    device and their trials dimensions broadcast with the problem's."""
+    :class:`Problem`, and ``ValueError`` unless the parameters match the problem in dtype,
+    device and token dimension ``d`` and their trials dimensions broadcast with the problem's."""
     if not isinstance(attention, Attention):
         raise TypeError(f"attention must be a WAttention, KQAttention or PromptAttention, got "
                         f"{type(attention).__name__} (wrap a matrix W as A.WAttention(W))")
@@ -168,6 +168,7 @@ def check_compatible(attention: Attention, problem: Problem) -> None:
         except RuntimeError:
             raise ValueError(f"the parameters have trials shape {lead} and the problem "
                              f"{problem.batch_shape}: they must match (or one must be empty)") from None
+    _check_dim(problem, attention._width(), attention.params)
 
 
 def check_head(head: "Head | None", problem: Problem) -> None:

@@ -254,7 +254,9 @@ def _check_dim(problem: Problem, d: int, params: list[torch.Tensor]) -> None:
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
     if problem.d != d:
-        raise ValueError(f"the attention parameters act on dimension {d}, the tokens have d={problem.d}")
+        raise ValueError(f"the attention parameters act on dimension {d}, the tokens have "
+                         f"d={problem.d}; build the attention for d={problem.d} (or use the "
+                         "problem it was built for)")
     for p in params:
         if p.dtype != problem.X.dtype or p.device != problem.X.device:
             raise ValueError(f"the attention parameters are {p.dtype} on {p.device} but the problem "
