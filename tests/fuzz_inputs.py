@@ -292,6 +292,10 @@ def training_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
     for start in (lambda: A.WAttention(torch.eye(3, dtype=F64)),
                   lambda: A.KQAttention(torch.ones(5, 2, dtype=F64), torch.ones(5, 2, dtype=F64))):
         cases.append(("shape", "path: a start of another dimension than the problem's", path(start)))
+    for start in (lambda: A.WAttention(0.1 * torch.eye(4, dtype=torch.float32)),
+                  lambda: A.KQAttention.init(4, dtype=torch.float32)):
+        cases.append(("dtype", "train: a float32 attention on a float64 problem", train(start)))
+        cases.append(("dtype", "path: a float32 start on a float64 problem", path(start)))
     for value in ("yes", None, 2):
         cases.append(("type", f"path: sphere={value!r}", path(W, sphere=value)))
     return cases

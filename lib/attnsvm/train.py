@@ -58,7 +58,9 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     momentum and with ``eps = 0``).
 
     Args:
-        attention: the parameterization (its tensors are updated in place), e.g. ``WAttention``.
+        attention: the parameterization (its tensors are updated in place), e.g. ``WAttention``,
+            of the problem's dtype and device (the dtype rule of :mod:`attnsvm.data`: parameters
+            are not cast; ``reference`` is read in the problem's dtype).
         problem: the training set: with the parameters' trials shape, or without trials (then
             every trial trains on it, as on ``repeat_instance``). Parameters without the
             problem's trials are refused: one model shared by ``B`` trials would descend the sum
