@@ -207,10 +207,11 @@ def _warn_frozen(history: History, dtype: torch.dtype) -> None:
     if not len(frozen):
         return
     warnings.warn(f"{len(frozen)} of {history.frozen.numel()} trial(s) froze: every update was "
-                  f"exactly 0 from step {int(frozen.min())} on (the gradient underflowed in {dtype}: "
-                  "the softmax saturated); their parameters are a fixed point of the floating-point "
-                  "iteration, not a converged direction (History.frozen; unsettled() counts them). "
-                  "Stop before it (fewer steps) or add the authors' ridge (ridge=2.2e-16) to keep them moving",
+                  f"exactly 0 from step {int(frozen.min())} on (the gradient underflowed in {dtype} "
+                  "once the softmax saturated, or the start is stationary, e.g. K = Q = 0); their "
+                  "parameters are a fixed point of the floating-point iteration, not a converged "
+                  "direction (History.frozen; unsettled() counts them). Stop before it (fewer "
+                  "steps) or add the authors' ridge (ridge=2.2e-16) to keep them moving",
                   FrozenWarning, stacklevel=3)
 
 
