@@ -269,6 +269,11 @@ def training_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
                 cases.append(("tolerance", f"train: {knob}={value!r}", train(att, **{knob: value})))
         for value in (5, "f"):
             cases.append(("type", f"train: callback={value!r}", train(att, callback=value)))
+        for value in ("yes", None, 1):
+            cases.append(("type", f"train: warn={value!r}", train(att, warn=value)))
+        cases.append(("trials", "train: a shared trained head on trials",
+                      lambda: A.train(A.WAttention.zeros(4, trials=2), A.repeat_instance(P, 2), 3,
+                                      head=A.LinearHead(P.v))))
         for value in (0, -1.0, math.nan, math.inf, "1"):
             cases.append(("step", f"train: max_step={value!r}", train(att, max_step=value)))
         cases.append(("option", "train: polyak with the textbook softmax",
@@ -284,6 +289,13 @@ def training_cases(rng: random.Random) -> list[tuple[str, str, Callable]]:
                  (D, "0.1")):
         cases.append(("cone", f"path: cone={cone!r}"[:60], path(W, cone=cone)))
     cases.append(("cone", "path: cone on (K, Q)", path(KQ, cone=(D, 0.1))))
+    for start in (lambda: A.WAttention(torch.eye(3, dtype=F64)),
+                  lambda: A.KQAttention(torch.ones(5, 2, dtype=F64), torch.ones(5, 2, dtype=F64))):
+        cases.append(("shape", "path: a start of another dimension than the problem's", path(start)))
+    for start in (lambda: A.WAttention(0.1 * torch.eye(4, dtype=torch.float32)),
+                  lambda: A.KQAttention.init(4, dtype=torch.float32)):
+        cases.append(("dtype", "train: a float32 attention on a float64 problem", train(start)))
+        cases.append(("dtype", "path: a float32 start on a float64 problem", path(start)))
     for value in ("yes", None, 2):
         cases.append(("type", f"path: sphere={value!r}", path(W, sphere=value)))
     return cases
@@ -475,6 +487,12 @@ def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
         add("svm_eq_fit", "non-numeric", f"W={str(value)[:30]}", lambda v=value: A.svm_eq_fit(v, W_fin, W_dir))
         add("svm_eq_fit", "non-numeric", f"W_dir={str(value)[:30]}", lambda v=value: A.svm_eq_fit(W_dir, W_fin, v))
     add("svm_eq_fit", "shape", "batch mismatch", lambda: A.svm_eq_fit(torch.ones(3, 4, 4), torch.ones(2, 4, 4), W_dir))
+    for empty in ((0, 0), (2, 0, 0)):
+        add("svm_eq_fit", "empty", f"W_fin, W_dir, W of shape {empty}",
+            lambda e=empty: A.svm_eq_fit(torch.ones(e), torch.zeros(e[-2:]), torch.zeros(e[-2:])))
+    for empty in ((2, 0), (0, 3), (0, 2, 3)):
+        add("selected_sets", "empty", f"probabilities of shape {empty}",
+            lambda e=empty: A.selected_sets(torch.zeros(e, dtype=F64)))
 
     # v_svm / relaxed_p_svm
     for value in BAD_ARRAYS:
@@ -544,9 +562,12 @@ def newer_cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     # train's methods, DiagonalAttention, heads
     W = A.WAttention.zeros(4)
     for method in ("gd", "ngd", "polyak", "mirror", "spectral"):
-        add("train", "batched", f"shared W on a batched problem, {method}",
-            checked(lambda m=method: A.train(A.WAttention.zeros(4), B, 3, method=m),
-                    lambda h: all(bool(torch.isfinite(t).all()) for t in (h.loss, h.norm, h.max_prob))))
+        add("train", "batched", f"shared W on a batched problem, {method}",       # refused: a sum
+            lambda m=method: A.train(A.WAttention.zeros(4), B, 3, method=m))
+        add("train", "batched", f"batched W on an unbatched problem, {method}",
+            checked(lambda m=method: A.train(A.WAttention.zeros(4, trials=3), P, 3, method=m,
+                                             max_step=1.0 if m == "polyak" else None),
+                    lambda h: h.loss.shape == (4, 3) and bool(torch.isfinite(h.loss).all())))
         for s in (1e200, 1e300):
             for make in ("W", "KQ"):
                 def start(s=s, make=make):

@@ -1,5 +1,7 @@
 """Problem instances: validation, scores, conversions, generators and seeding (attnsvm.data, utils)."""
 
+import re
+
 import pytest
 import torch
 
@@ -231,3 +233,40 @@ def test_figure_problem_is_the_authors_float32_draw(name, seed):
         torch.randn(2, generator=g, dtype=torch.float64)
         X64 = 0.5 * torch.randn((2, 5, 2), generator=g, dtype=torch.float64) + torch.tensor([-1.0, 0.0])
         assert (X64[:, 1:] - X[:, 1:]).abs().max().item() > 0.1
+
+
+def test_the_dtype_rule():
+    """One rule (attnsvm.data): a Problem keeps X's dtype and casts Y, Z, v to it; trained
+    parameters of another dtype are refused at every entry point, naming both dtypes and the
+    .to(...) that fixes it; fixed data (reference, MLPHead's V) is read in the problem's dtype."""
+    P = A.random_problem(3, 4, 5, generator=A.set_seed(91))
+    down = A.Problem(P.X.float(), P.Y, P.Z, P.v)
+    assert {t.dtype for t in (down.X, down.Y, down.Z, down.v)} == {torch.float32}
+    assert torch.equal(down.Z, P.Z.float()) and torch.equal(down.v, P.v.float())
+    up = A.Problem(P.X, P.Y.float(), P.Z.float(), P.v.float())
+    assert {t.dtype for t in (up.X, up.Y, up.Z, up.v)} == {torch.float64}
+    assert torch.equal(up.Z, P.Z.float().double())
+    W32 = torch.eye(5, dtype=torch.float32) * 0.1
+    refused = {
+        "train": lambda: A.train(A.WAttention(W32), P, 2),
+        "regularization_path": lambda: A.regularization_path(A.WAttention(W32), P, [1.0]),
+        "predict": lambda: A.predict(A.WAttention(W32), P),
+        "empirical_risk": lambda: A.empirical_risk(A.WAttention(W32), P),
+        "excess_risk": lambda: A.excess_risk(A.KQAttention.init(5, dtype=torch.float32), P),
+        "logits": lambda: A.WAttention(W32).logits(P),
+        "trained head": lambda: A.train(A.WAttention.zeros(5), P, 2, head=A.LinearHead(P.v.float())),
+    }
+    for entry, call in refused.items():
+        with pytest.raises(ValueError, match=re.escape("is torch.float32 on cpu but the problem is "
+                                                       "torch.float64 on cpu")) as error:
+            call()
+        assert "problem.to(device='cpu', dtype=torch.float32)" in str(error.value), entry
+        assert ".to(torch.float64)" in str(error.value), entry
+    A.train(A.WAttention(W32), P.to(dtype=torch.float32), 2)        # the fix the message names
+    ref = A.train(A.WAttention.zeros(5), P, 5, reference=torch.eye(5, dtype=torch.float64))
+    same = A.train(A.WAttention.zeros(5), P, 5, reference=torch.eye(5, dtype=torch.float32))
+    assert same.corr.dtype == torch.float64 and torch.equal(ref.corr.nan_to_num(2.0), same.corr.nan_to_num(2.0))
+    V = torch.randn(5, 3, generator=A.set_seed(92), dtype=torch.float64)
+    h32 = A.train(A.WAttention.zeros(5), P, 5, head=A.MLPHead(V.float()))
+    assert h32.loss.dtype == torch.float64
+    assert torch.equal(h32.loss, A.train(A.WAttention.zeros(5), P, 5, head=A.MLPHead(V.float().double())).loss)

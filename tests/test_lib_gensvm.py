@@ -1,5 +1,7 @@
 """Gen-SVM, the finite part and the SVM-eq fit (paper A, nonlinear heads; THEORY.md section 3)."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -122,6 +124,13 @@ def test_bad_input_is_refused():
         A.svm_eq_fit(torch.ones(2, 2), torch.zeros(2, 2), torch.zeros(2, 2))
     with pytest.raises(ValueError, match="last two dimensions"):
         A.svm_eq_fit(torch.ones(2, 2), torch.zeros(3, 3), torch.ones(2, 2))
+    for name, args in (("W", (torch.ones(0, 0), torch.zeros(0, 0), torch.ones(0, 0))),
+                       ("W_dir", (torch.ones(2, 2), torch.zeros(2, 2), torch.ones(2, 0, 0)))):
+        with pytest.raises(ValueError, match=rf"{name} has shape .* no entry: pass \(d, d\) matrices"):
+            A.svm_eq_fit(*args)                                   # was an IndexError
+    for shape, missing in (((2, 0), "token"), ((0, 3), "example"), ((0, 2, 3), "run")):
+        with pytest.raises(ValueError, match=re.escape(f"shape {shape}: no {missing}; pass the final")):
+            A.selected_sets(torch.zeros(shape, dtype=F64))        # was a normal return
 
 
 def test_selected_sets_and_the_acceptance_filter():

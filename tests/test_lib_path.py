@@ -104,6 +104,10 @@ def test_path_bad_input(a1):
         A.regularization_path(A.WAttention.zeros(2), problem, [1.0])
     with pytest.raises(ValueError, match="cone constraint is defined for the W and p"):
         A.regularization_path(A.KQAttention.init(2), problem, [1.0], cone=(fro.W, 0.1))
+    for start in (A.WAttention(torch.eye(3, dtype=F64)), A.KQAttention.init(3, m=2)):
+        with pytest.raises(ValueError, match="act on dimension 3, the tokens have d=2; build the "
+                                             "attention for d=2"):
+            A.regularization_path(start, problem, [1.0])       # was torch's "mat1 and mat2 ..."
 
 
 def test_path_unknown_loss_is_value_error(a1):

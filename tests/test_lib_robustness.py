@@ -121,10 +121,14 @@ def test_bad_arguments_of_newer_entry_points():
 
 
 @pytest.mark.parametrize("method", ["gd", "ngd", "polyak", "mirror", "spectral"])
-def test_a_shared_W_trains_on_a_batched_problem(method):
-    """check_compatible allows parameters without trials dimension on a batched problem."""
+def test_a_shared_W_on_a_batched_problem_is_refused(method):
+    """One W for the trials of a batched problem would descend the sum of their risks (GD on 2
+    copies = GD with twice the step): train refuses it and says to give W the trials."""
     B = A.random_problem(2, 3, 4, trials=2, generator=A.set_seed(0))
-    history = A.train(A.WAttention.zeros(4), B, 3, method=method)
+    with pytest.raises(ValueError, match="one set of parameters per trial"):
+        A.train(A.WAttention.zeros(4), B, 3, method=method)
+    history = A.train(A.WAttention.zeros(4, trials=2), B, 3, method=method,
+                      max_step=1.0 if method == "polyak" else None)
     assert history.loss.shape == (4, 2) and history.norm.shape == (4, 2)
     assert bool(torch.isfinite(history.loss).all())
 

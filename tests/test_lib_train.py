@@ -3,6 +3,7 @@ differences, batched runs against looped runs, the history, determinism, diverge
 """
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -397,10 +398,12 @@ def test_polyak_stops_where_the_gradient_underflows():
     """Along a global run the Polyak step grows ||W|| by about ||W_mm|| per step, so the logit
     gaps pass ~745 and the gradient underflows in float64: from there the step is exactly 0."""
     problem = A.random_problem(2, 3, 4, generator=A.set_seed(63))
-    h = A.train(A.WAttention.zeros(4), problem, 2000, 1.0, "polyak", log_every=100)
+    with pytest.warns(A.FrozenWarning, match="1 of 1 trial"):
+        h = A.train(A.WAttention.zeros(4), problem, 2000, 1.0, "polyak", log_every=100)
     assert float(h.max_prob[-1]) == 1.0
     assert float(h.step[1]) > 0.5 and float(h.step[-2]) == 0.0
     assert float(h.norm[-1]) == float(h.norm[-2])
+    assert 0 < int(h.frozen) < 2000 and bool(h.unsettled(1e-4))
 
 
 def test_max_step_caps_every_method():
@@ -476,3 +479,85 @@ def test_block_normalize_keeps_autograd():
     assert torch.autograd.gradcheck(lambda x: A.block_normalize(x, 2), (g,))
     with torch.no_grad():
         assert torch.equal(A.block_normalize(g, 2), A.block_normalize(g.detach(), 2))
+
+
+def test_a_frozen_run_is_recorded_warned_and_not_settled():
+    """Exact (K, Q) NGD at step 0.1 reaches ||K Q^T|| ~ 3,400 and from step 729 on every update is
+    exactly 0 (the gradient underflows in float64): `frozen` says from when, a FrozenWarning says
+    so, and `unsettled` does not read the zero turn as a converged direction."""
+    problem = A.random_problem(6, 8, 10, generator=A.set_seed(0))
+    with pytest.warns(A.FrozenWarning, match="froze: every update was exactly 0 from step 729"):
+        h = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1,
+                    record_iterates=True)
+    assert h.frozen.shape == () and int(h.frozen) == 729
+    assert (h.step[729:-1] == 0).all() and h.step[728] > 0
+    assert torch.equal(h.iterates[729], h.iterates[-1]) and not torch.equal(h.iterates[728], h.iterates[729])
+    assert float(h.turn[-1]) == 0.0 and bool(h.unsettled(1e-4))
+    # logged every 7 steps: the first logged step with a zero update (the freeze began after 728)
+    with pytest.warns(A.FrozenWarning):
+        sparse = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1, log_every=7)
+    assert int(sparse.frozen) == 735
+    # logged at the ends only: the last update is measured too, so the freeze is still seen
+    with pytest.warns(A.FrozenWarning):
+        ends = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1, log_every=2000)
+    assert int(ends.frozen) == 1999 and bool(ends.unsettled(1e-4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1, warn=False)
+    assert int(quiet.frozen) == 729
+
+
+def test_frozen_is_per_trial_and_absent_from_moving_runs():
+    problem = A.random_problem(6, 8, 10, trials=3, generator=A.set_seed(0))
+    with pytest.warns(A.FrozenWarning, match="of 3 trial"):
+        h = A.train(A.KQAttention.init(10, trials=3, generator=A.set_seed(0)), problem, 2500, 0.1)
+    for b in range(3):                  # the first step of the final run of zero updates, or -1
+        zero = (h.step[:-1, b] == 0).tolist()
+        first = len(zero) - next((k for k, z in enumerate(reversed(zero)) if not z), len(zero))
+        assert int(h.frozen[b]) == (first if first < len(zero) else -1)
+    assert (h.frozen >= 0).any()
+    assert torch.equal(h.unsettled(1e-4), ~(h.turn[-1] <= 1e-4) | (h.frozen >= 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # W moves for ever: no warning
+        moving = A.train(A.WAttention.zeros(10, trials=3), problem, 300)
+    assert (moving.frozen == -1).all()
+    assert (A.train(A.WAttention.zeros(10, trials=3), problem, 0).frozen == -1).all()
+
+
+@pytest.mark.parametrize("method", ["gd", "ngd", "polyak", "mirror", "spectral", "sign"])
+def test_a_batched_model_trains_on_an_unbatched_problem(method):
+    """Parameters with trials on a problem without: every trial trains on the problem, exactly as
+    on its copies (repeat_instance), and as each trial trained alone (to rounding)."""
+    problem = A.random_problem(4, 3, 5, generator=A.set_seed(81))
+    W0 = rand(3, 5, 5, seed=82, scale=0.3)
+    kw = dict(steps=40, lr=0.1, method=method, record_iterates=True, reference=rand(5, 5, seed=83),
+              max_step=1.0 if method == "polyak" else None)
+    att, copies = A.WAttention(W0), A.WAttention(W0)
+    h = A.train(att, problem, **kw)
+    h_copies = A.train(copies, A.repeat_instance(problem, 3), **kw)
+    assert torch.equal(att.W, copies.W)
+    for name in ("loss", "norm", "corr", "turn", "step", "iterates", "frozen"):
+        assert torch.equal(getattr(h, name).nan_to_num(7.0), getattr(h_copies, name).nan_to_num(7.0)), name
+    alone = [A.train(A.WAttention(W0[b]), problem, **kw) for b in range(3)]
+    _histories_equal(h, alone)
+    kq = A.KQAttention.init(5, trials=2, generator=A.set_seed(84))
+    kq_copies = A.KQAttention.init(5, trials=2, generator=A.set_seed(84))
+    if method != "polyak":
+        A.train(kq, problem, 30, 0.1, method)
+        A.train(kq_copies, A.repeat_instance(problem, 2), 30, 0.1, method)
+        assert torch.equal(kq.combined(), kq_copies.combined())
+
+
+def test_a_model_shared_by_trials_is_refused():
+    """One W on a problem with 3 trials would descend the sum of the 3 risks (GD with 3 times the
+    step): refused, saying to give the model the trials; so is a trained head shared by trials."""
+    problem = A.random_problem(4, 3, 5, trials=3, generator=A.set_seed(85))
+    for att in (A.WAttention.zeros(5), A.KQAttention.init(5, generator=A.set_seed(86))):
+        with pytest.raises(ValueError, match=r"one set of parameters per trial: .* trials shape \(\) "
+                                             r"and the problem \(3,\).*sum of their losses"):
+            A.train(att, problem, 5)
+    with pytest.raises(ValueError, match=r"head's v has trials shape \(\) and the run \(3,\)"):
+        A.train(A.WAttention.zeros(5, trials=3), problem, 5, head=A.LinearHead(problem.v[0]))
+    with pytest.raises(ValueError, match=r"head's v has trials shape \(2,\) and the run \(\)"):
+        A.train(A.WAttention.zeros(5), problem.trial(0), 5, head=A.LinearHead(problem.v[:2]))
+    A.train(A.WAttention.zeros(5, trials=3), problem, 5, head=A.LinearHead(problem.v))   # per trial

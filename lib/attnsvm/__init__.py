@@ -54,7 +54,7 @@ from .solution_set import SolutionSetProbe, probe_solution_set
 from .svm import SVMResult, att_svm, att_svm_feasible, att_svms, is_locally_optimal, p_svm
 from .svm_core import IllConditionedError, InfeasibleError
 from .svm_eq import svm_eq_fit
-from .train import History, TrainingError, block_normalize, train
+from .train import FrozenWarning, History, TrainingError, block_normalize, train
 from .utils import DEFAULT_DTYPE, get_device, set_seed
 
 __version__ = "0.1.0"
@@ -106,7 +106,7 @@ __all__ = [
     "SVMResult", "att_svm", "att_svm_feasible", "att_svms", "is_locally_optimal", "p_svm",
     "IllConditionedError", "InfeasibleError",
     "svm_eq_fit",
-    "History", "TrainingError", "block_normalize", "train",
+    "FrozenWarning", "History", "TrainingError", "block_normalize", "train",
     "DEFAULT_DTYPE", "get_device", "set_seed",
     "__version__",
 ]

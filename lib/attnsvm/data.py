@@ -6,6 +6,14 @@ instances are one tensor program: ``X (*B, n, T, d)``, ``Y (*B, n)``, ``Z (*B, n
 
 The token score is ``gamma_it = Y_i v^T x_it`` and the optimal token of example ``i`` is
 ``opt_i = argmax_t gamma_it``.
+
+The dtype rule (one for every entry point): a :class:`Problem` keeps the dtype of ``X`` and casts
+``Y``, ``Z`` and ``v`` to it; that dtype is the precision of every computation on the problem.
+Trained parameters (an attention's, a trainable head's ``v``) are never cast: one of another
+dtype or device is refused (:func:`check_like_problem`), naming both and the ``.to(...)`` that
+fixes it. Fixed data handed with it (a reference direction, a cone, the tensors of an
+``MLPHead`` or ``PenalizedHead``, a start given as an array) is read in the problem's dtype. The
+SVM solvers (``att_svm`` and the others) take arrays, not a Problem, and solve in float64.
 """
 
 from __future__ import annotations
@@ -20,9 +28,11 @@ from .utils import (DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_fl
 
 @dataclass(frozen=True)
 class Problem:
-    """A validated training set ``(X_i, z_i, Y_i)`` with a fixed linear head ``v``. The arrays are
-    checked once, when the problem is made, and not copied: change them in place afterwards and
-    the checks no longer vouch for them (:meth:`trial` and :meth:`select` do not check again).
+    """A validated training set ``(X_i, z_i, Y_i)`` with a fixed linear head ``v`` (book chapter
+    1). The arrays are checked once, when the problem is made, and not copied: change them in
+    place afterwards and the checks no longer vouch for them (:meth:`trial` and :meth:`select` do
+    not check again). Its dtype is ``X``'s: ``Y``, ``Z`` and ``v`` are cast to it (a float32 ``X``
+    makes a float32 problem; the module docstring states the rule for parameters and other data).
 
     Attributes:
         X: tokens, shape ``(*B, n, T, d)``.
@@ -240,6 +250,18 @@ class Problem:
         if causal:
             mask = torch.ones(T, T, dtype=torch.bool, device=X.device).tril().repeat(n, 1)
         return Problem(tokens, Y.reshape(*batch, n * T), X.reshape(*batch, n * T, d), v, mask)
+
+
+def check_like_problem(tensor: torch.Tensor, what: str, problem: Problem) -> None:
+    """Raise ``ValueError`` unless a trained parameter ``tensor`` has the problem's dtype and
+    device (the dtype rule of this module: parameters are not cast), naming both and the fix."""
+    dtype, device = problem.X.dtype, problem.X.device
+    if tensor.dtype != dtype or tensor.device != device:
+        raise ValueError(f"{what} is {tensor.dtype} on {tensor.device} but the problem is {dtype} on "
+                         f"{device} (trained parameters are not cast: the problem's dtype is the "
+                         f"computation's); use problem.to(device='{tensor.device}', "
+                         f"dtype={tensor.dtype}), or build {what} from tensors.to({dtype}) on "
+                         f"{device}")
 
 
 def _unit(x: torch.Tensor) -> torch.Tensor:

@@ -72,6 +72,11 @@ def selected_sets(probabilities, keep: float = KEEP, masked: float = MASKED, mas
     if s.ndim < 2 or not s.is_floating_point():
         raise ValueError(f"probabilities must be a float tensor (..., n, T), got "
                          f"{s.dtype} {tuple(s.shape)}")
+    if s.numel() == 0:
+        missing = "token" if s.shape[-1] == 0 else "example" if s.shape[-2] == 0 else "run"
+        raise ValueError(f"probabilities have shape {tuple(s.shape)}: no {missing}; pass the "
+                         "final softmax probabilities (..., n, T) of at least one run, example and "
+                         "token, e.g. attention.probabilities(problem)")
     if not bool(torch.isfinite(s).all()) or bool((s < 0).any()) or bool((s > 1).any()):
         raise ValueError("probabilities must be finite and in [0, 1]")
     masked = check_positive(masked, "masked", upper=1.0)

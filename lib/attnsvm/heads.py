@@ -9,8 +9,8 @@ from typing import Callable
 
 import torch
 
-from .data import Problem
-from .models import Attention
+from .data import Problem, check_like_problem
+from .models import Attention, _check_dim
 from .utils import as_tensor, broadcast_shape, check_flag, check_nonempty, check_positive
 
 
@@ -149,25 +149,22 @@ def check_loss(loss: str) -> None:
 
 def check_compatible(attention: Attention, problem: Problem) -> None:
     """Raise ``TypeError`` unless ``attention`` is an :class:`Attention` and ``problem`` a
-    :class:`Problem`, and ``ValueError`` unless the parameters match the problem in dtype and
-    device and their trials dimensions broadcast with the problem's."""
+    :class:`Problem`, and ``ValueError`` unless the parameters match the problem in dtype,
+    device and token dimension ``d`` and their trials dimensions broadcast with the problem's."""
     if not isinstance(attention, Attention):
         raise TypeError(f"attention must be a WAttention, KQAttention or PromptAttention, got "
                         f"{type(attention).__name__} (wrap a matrix W as A.WAttention(W))")
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__} "
                         "(build one with A.Problem(X, Y, Z, v))")
-    for name, p, k in zip(attention.names, attention.params, attention.core_dims):
-        if p.dtype != problem.X.dtype or p.device != problem.X.device:
-            raise ValueError(f"parameter {name} is {p.dtype} on {p.device} but the problem is "
-                             f"{problem.X.dtype} on {problem.X.device}; use problem.to(...) or "
-                             "build the parameters with the same dtype/device")
+    for p, k in zip(attention.params, attention.core_dims):
         lead = tuple(p.shape[: p.ndim - k])
         try:
             broadcast_shape(lead, problem.batch_shape)
         except RuntimeError:
             raise ValueError(f"the parameters have trials shape {lead} and the problem "
                              f"{problem.batch_shape}: they must match (or one must be empty)") from None
+    _check_dim(problem, attention)             # the token dimension, the dtype and the device
 
 
 def check_head(head: "Head | None", problem: Problem) -> None:
@@ -177,10 +174,7 @@ def check_head(head: "Head | None", problem: Problem) -> None:
                         f"{type(head).__name__}")
     if isinstance(head, LinearHead) and head.params:
         tensor, core = head.params[0], 1
-        if tensor.dtype != problem.X.dtype or tensor.device != problem.X.device:
-            raise ValueError(f"the head's v is {tensor.dtype} on {tensor.device} but the problem is "
-                             f"{problem.X.dtype} on {problem.X.device}; build v with the same "
-                             "dtype/device")
+        check_like_problem(tensor, "the head's v", problem)
     elif isinstance(head, MLPHead):
         tensor, core = head.V, 2
     elif isinstance(head, PenalizedHead):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from .data import Problem
+from .data import Problem, check_like_problem
 from .utils import (DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_generator, check_nonempty,
                     check_positive, get_device)
 
@@ -29,7 +29,7 @@ class Attention:
 
     def logits(self, problem: Problem) -> torch.Tensor:
         """Attention logits ``a_it``, shape ``(*B, n, T)``."""
-        _check_dim(problem, self._width(), self.params)
+        _check_dim(problem, self)
         return self._logits(problem)
 
     def _width(self) -> int:
@@ -250,13 +250,15 @@ def matvec(M: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return matmul(M, x.unsqueeze(-1)).squeeze(-1)
 
 
-def _check_dim(problem: Problem, d: int, params: list[torch.Tensor]) -> None:
+def _check_dim(problem: Problem, attention: Attention) -> None:
+    """Raise unless ``problem`` is a Problem whose tokens have the dimension the parameters act on
+    and whose dtype and device they share (:func:`~attnsvm.data.check_like_problem`)."""
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
+    d = attention._width()
     if problem.d != d:
-        raise ValueError(f"the attention parameters act on dimension {d}, the tokens have d={problem.d}")
-    for p in params:
-        if p.dtype != problem.X.dtype or p.device != problem.X.device:
-            raise ValueError(f"the attention parameters are {p.dtype} on {p.device} but the problem "
-                             f"is {problem.X.dtype} on {problem.X.device}; use problem.to(...) or "
-                             "build the parameters with the same dtype/device")
+        raise ValueError(f"the attention parameters act on dimension {d}, the tokens have "
+                         f"d={problem.d}; build the attention for d={problem.d} (or use the "
+                         "problem it was built for)")
+    for name, p in zip(attention.names, attention.params):
+        check_like_problem(p, f"the attention's {name}", problem)

@@ -152,7 +152,8 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
 
     Args:
         attention: ``WAttention``/``PromptAttention`` (ball ``||W||_F <= R``) or ``KQAttention``
-            (ball ``||K||^2 + ||Q||^2 <= 2R``); its current value warm-starts the first radius.
+            (ball ``||K||^2 + ||Q||^2 <= 2R``), of the problem's dtype and device (the dtype
+            rule of :mod:`attnsvm.data`); its current value warm-starts the first radius.
             For (K, Q), start at a radius where the loss already saturates (R ~ 100 on unit-norm
             data): warm-started through small radii, K Q^T becomes rank one there and a
             first-order method may not leave that rank-deficient region. Its trials shape must

@@ -93,18 +93,22 @@ def _restart_generator(restarts: int, generator, seed) -> torch.Generator | None
     return torch.Generator().manual_seed(int(seed or 0))
 
 
-def _match_trials(attention: Attention, problem: Problem) -> Problem:
-    """The problem with the parameters' trials shape (a problem without trials is repeated)."""
+def _match_trials(attention: Attention, problem: Problem, caller: str = "the path") -> Problem:
+    """The problem with the parameters' trials shape (a problem without trials is repeated, as
+    expanded views); ``ValueError`` when the problem has trials the parameters lack: parameters
+    shared by several trials would be fitted to the sum of their losses."""
     p, k = attention.params[0], attention.core_dims[0]
     lead = tuple(p.shape[: p.ndim - k])
     if problem.batch_shape == lead:
         return problem
     full = broadcast_shape(lead, problem.batch_shape)     # check_compatible: they broadcast
     if full != lead:
-        raise ValueError(f"the path needs one set of parameters per trial: {attention.names[0]} "
-                         f"has trials shape {lead} and the problem {problem.batch_shape}; expand "
-                         f"the start to the problem's trials (e.g. W.expand(*{problem.batch_shape}, "
-                         "d, d).clone())")
+        name = attention.names[0]
+        raise ValueError(f"{caller} needs one set of parameters per trial: {name} has trials "
+                         f"shape {lead} and the problem {problem.batch_shape} (one {name} shared "
+                         f"by the trials would be fitted to the sum of their losses); give the "
+                         f"parameters the problem's trials (e.g. {name}.expand(*{tuple(full)}, "
+                         f"*{name}.shape[-{k}:]).clone(), or trials= when building them)")
     return _widen(problem, lead)
 
 

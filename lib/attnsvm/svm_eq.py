@@ -18,6 +18,11 @@ def svm_eq_fit(W, W_fin, W_dir) -> tuple[float, torch.Tensor]:
     dimensions of ``W`` (then ``C`` is a tensor)."""
     W, W_fin, W_dir = (as_tensor(value, name, dtype=torch.float64)
                        for name, value in (("W", W), ("W_fin", W_fin), ("W_dir", W_dir)))
+    for name, value in (("W", W), ("W_fin", W_fin), ("W_dir", W_dir)):
+        if value.numel() == 0:
+            raise ValueError(f"{name} has shape {tuple(value.shape)}, with no entry: pass (d, d) "
+                             "matrices, d >= 1 (an iterate W, and W_fin and W_dir from "
+                             "finite_part and gen_svm)")
     if W.ndim < 2 or W.shape[-2:] != W_fin.shape[-2:] or W_fin.shape[-2:] != W_dir.shape[-2:]:
         raise ValueError(f"W, W_fin and W_dir must be matrices sharing their last two dimensions, "
                          f"got {tuple(W.shape)}, {tuple(W_fin.shape)}, {tuple(W_dir.shape)}")

@@ -20,6 +20,7 @@ optimizer without momentum; a vector block steps along ``g / ||g||``).
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable
 
 import torch
@@ -28,10 +29,11 @@ from .data import Problem
 from .gradients import evaluate, excess_over_optimal, fixed_terms, supports
 from .heads import Head, LinearHead, check_compatible, check_head, check_loss, risk_from_logits
 from .models import Attention
+from .path_setup import _match_trials
 from .steps import (_block_normalize, _expand, _from_dual, _length, _polar, _polyak, _to_dual,
                     block_normalize)
 from .train_log import History, Recorder
-from .utils import as_tensor, broadcast_shape, check_count, check_flag, check_positive
+from .utils import as_tensor, check_count, check_flag, check_positive
 
 
 METHODS = ("gd", "ngd", "polyak", "mirror", "spectral", "sign")
@@ -46,7 +48,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
           reference: torch.Tensor | None = None, log_every: int = 1,
           record_iterates: bool = False, eps: float = 0.0, ridge: float = 0.0,
           stable: bool = True, max_step: float | None = None, p: float = 2.0,
-          dual_norm: bool = False,
+          dual_norm: bool = False, warn: bool = True,
           callback: Callable[[int, Attention], None] | None = None) -> History:
     """Run ``steps`` iterations of GD (``method="gd"``), normalized GD (``"ngd"``) or the Polyak
     step (``"polyak"``, with the true infimum ``L*``; linear fixed head only) in place. The other
@@ -56,8 +58,13 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     momentum and with ``eps = 0``).
 
     Args:
-        attention: the parameterization (its tensors are updated in place), e.g. ``WAttention``.
-        problem: the training set; its trials dimensions must match the parameters'.
+        attention: the parameterization (its tensors are updated in place), e.g. ``WAttention``,
+            of the problem's dtype and device (the dtype rule of :mod:`attnsvm.data`: parameters
+            are not cast; ``reference`` is read in the problem's dtype).
+        problem: the training set: with the parameters' trials shape, or without trials (then
+            every trial trains on it, as on ``repeat_instance``). Parameters without the
+            problem's trials are refused: one model shared by ``B`` trials would descend the sum
+            of their risks.
         head: ``LinearHead()`` (default: the problem's fixed ``v``), a trainable ``LinearHead(v)``
             (joint training, paper B) or an ``MLPHead``.
         reference: direction to track (same shape as ``attention.combined()``, or broadcastable).
@@ -72,6 +79,8 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             ``L - L*`` stays positive while the gradient vanishes, so the step grows without bound.
             On a global run the Polyak step becomes exactly 0 once the logit gaps pass ~745: the
             gradient underflows in float64 (``L - L*`` is then subnormal, or 0).
+        warn: emit a :class:`FrozenWarning` when some trial froze (``History.frozen``: every update
+            exactly 0 from some step on; the numerics appendix).
         callback: called as ``callback(step, attention)`` after each logged step.
 
     Returns the :class:`History`; raises :class:`TrainingError` on NaN/inf.
@@ -94,6 +103,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     if max_step is not None:
         max_step = check_positive(max_step, "max_step")
     record_iterates, stable = check_flag(record_iterates, "record_iterates"), check_flag(stable, "stable")
+    warn = check_flag(warn, "warn")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable as callback(step, attention), got {callback!r}")
     check_loss(loss)
@@ -111,9 +121,9 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
     head = head or LinearHead()
     params = attention.params + head.params
     core = attention.core_dims + head.core_dims
+    problem = _per_trial(attention, problem, head)
     _check_start(attention, problem, params, method, p)
-    trials = _trials_shape(attention, problem, head)
-    param_lead = attention.params[0].ndim - attention.core_dims[0]
+    trials = problem.batch_shape
     recorder = Recorder(trials, reference, record_iterates)
     closed_form = stable and not head.params and isinstance(head, LinearHead) and supports(attention)
     if method == "polyak" and not closed_form:
@@ -140,8 +150,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             if logged_now:
                 if not closed_form:
                     probs = torch.softmax(logits.detach(), dim=-1)
-                combined = attention.combined()
-                recorder.log(step, combined.expand(*trials, *combined.shape[param_lead:]), risk, probs)
+                recorder.log(step, attention.combined(), risk, probs)
                 if callback is not None:
                     with torch.set_grad_enabled(grad_mode):
                         callback(step, attention)
@@ -155,7 +164,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             if method == "ngd":
                 updates = [_block_normalize(g, k, eps).mul_(lr) for g, k in zip(grads, core)]
             elif method == "polyak":
-                excess = _shared(excess_over_optimal(evaluation, problem, loss), params, core)
+                excess = excess_over_optimal(evaluation, problem, loss)
                 updates = _polyak(grads, core, excess, lr, max_step)
             elif method == "sign":
                 updates = [lr * torch.sign(g) for g in grads]
@@ -170,26 +179,56 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             if max_step is not None and method != "polyak":
                 shrink = torch.clamp(max_step / _length(updates, core), max=1.0).nan_to_num(1.0)
                 updates = [u * _expand(shrink, k) for u, k in zip(updates, core)]
-            if logged_now:                  # the length is only measured where it is recorded
-                recorder.log_length(_length(updates, core).expand(trials))
+            if logged_now or step == steps - 1:   # measured where recorded, and the last update
+                length = _length(updates, core)                    # (the run froze if it is 0)
+                recorder.log_update(step, length)
+                if logged_now:
+                    recorder.log_length(length)
             for param, u in zip(params, updates):
                 param -= u
             if not all(_all_finite(q) for q in params):
                 raise TrainingError(f"a parameter became NaN/inf at step {step + 1} (it passed "
                                     "~1e308, or a callback wrote NaN); lower lr or start from a "
                                     "smaller point")
-    return recorder.history()
+    history = recorder.history()
+    if warn:
+        _warn_frozen(history, problem.X.dtype)
+    return history
 
 
-def _trials_shape(attention: Attention, problem: Problem, head: Head) -> tuple[int, ...]:
-    """The trials shape of a run: the parameters' and the problem's broadcast together."""
-    leads = [tuple(q.shape[: q.ndim - k]) for q, k in
-             zip(attention.params + head.params, attention.core_dims + head.core_dims)]
-    try:
-        return tuple(broadcast_shape(problem.batch_shape, *leads))
-    except RuntimeError:
-        raise ValueError(f"the parameters have trials shapes {leads} and the problem "
-                         f"{problem.batch_shape}: they must match (or one must be empty)") from None
+class FrozenWarning(UserWarning):
+    """Some trial of a training run froze: from some step on every update was exactly zero (the
+    gradient underflowed), so its last ``turn`` of 0 says nothing about convergence."""
+
+
+def _warn_frozen(history: History, dtype: torch.dtype) -> None:
+    """Emit a :class:`FrozenWarning` naming how many trials froze and from which step."""
+    frozen = history.frozen[history.frozen >= 0]
+    if not len(frozen):
+        return
+    warnings.warn(f"{len(frozen)} of {history.frozen.numel()} trial(s) froze: every update was "
+                  f"exactly 0 from step {int(frozen.min())} on (the gradient underflowed in {dtype} "
+                  "once the softmax saturated, or the start is stationary, e.g. K = Q = 0); their "
+                  "parameters are a fixed point of the floating-point iteration, not a converged "
+                  "direction (History.frozen; unsettled() counts them). Stop before it (fewer "
+                  "steps) or add the authors' ridge (ridge=2.2e-16) to keep them moving",
+                  FrozenWarning, stacklevel=3)
+
+
+def _per_trial(attention: Attention, problem: Problem, head: Head) -> Problem:
+    """The problem with the attention's trials shape (:func:`~attnsvm.path_setup._match_trials`:
+    a problem without trials is shared by every trial); ``ValueError`` when a trained parameter
+    lacks some of the run's trials: shared by several trials it would descend the sum of their
+    risks (GD on ``B`` copies of a problem is GD with ``B`` times the step)."""
+    problem = _match_trials(attention, problem, "training")
+    for name, q, k in zip(head.names, head.params, head.core_dims):
+        lead = tuple(q.shape[: q.ndim - k])
+        if lead != problem.batch_shape:
+            raise ValueError(f"training needs one set of parameters per trial: the head's {name} "
+                             f"has trials shape {lead} and the run {problem.batch_shape} (the "
+                             f"attention's); give every trained parameter the trials shape "
+                             f"{problem.batch_shape}")
+    return problem
 
 
 def _all_finite(values: torch.Tensor) -> bool:
@@ -197,15 +236,6 @@ def _all_finite(values: torch.Tensor) -> bool:
     operation instead of the four of ``isfinite(values).all()``."""
     top = values if values.numel() == 1 else torch.linalg.vector_norm(values, math.inf)
     return math.isfinite(top.item())
-
-
-def _shared(per_trial: torch.Tensor, params: list[torch.Tensor], core: tuple[int, ...]) -> torch.Tensor:
-    """Sum a per-trial quantity over the trials dimensions that the parameters share (a W without
-    trials dimension trained on a batched problem minimises the summed risk)."""
-    lead = params[0].ndim - core[0]
-    while per_trial.ndim > lead:
-        per_trial = per_trial.sum(0)
-    return per_trial
 
 
 def _check_start(attention: Attention, problem: Problem, params: list[torch.Tensor], method: str,

@@ -25,6 +25,15 @@ class History:
     blocks together; NaN on the last row); ``turn`` is the angle (radians) its direction turned since the
     previous logged step (NaN on the first row): a run whose direction has converged has a last
     ``turn`` near 0; ``iterates`` holds the combined parameter when recorded.
+
+    ``frozen`` (one entry per trial, -1 where the run did not freeze) is the first step from which
+    every update was exactly zero: the gradient underflowed (a saturated softmax in float64, the
+    numerics appendix), the parameters are a fixed point of the floating-point iteration and
+    ``turn`` is 0 because nothing moves, not because the direction converged. It is read from the
+    update lengths of the logged steps and of the last step: with ``log_every > 1`` the freeze
+    began after the previous logged step, and from a logged step whose update is 0 every later
+    update is 0 too (each method's update is a function of the parameters alone; mirror descent's
+    of its dual variable, which a zero gradient leaves as it is).
     """
 
     steps: torch.Tensor
@@ -34,16 +43,19 @@ class History:
     max_prob: torch.Tensor
     turn: torch.Tensor
     step: torch.Tensor
+    frozen: torch.Tensor
     iterates: torch.Tensor | None = None
 
     def unsettled(self, tol: float) -> torch.Tensor:
         """Per trial: did the direction still turn by more than ``tol`` radians per step over the
-        last logging interval? (True = not converged in direction by the last step.)"""
+        last logging interval, or did the run freeze (``frozen >= 0``: no update at all, so no
+        evidence about the direction)? True = not converged in direction by the last step; a
+        frozen trial counts as unsettled (``frozen`` says which they are)."""
         tol = check_positive(tol, "tol")
         if len(self.steps) < 2:
             raise ValueError("need at least two logged steps to tell whether a direction settled")
         interval = int(self.steps[-1] - self.steps[-2])
-        return ~(self.turn[-1] <= tol * interval)
+        return ~(self.turn[-1] <= tol * interval) | (self.frozen >= 0)
 
 
 def direction_angle(A: torch.Tensor, B: torch.Tensor, batch_dims: int) -> torch.Tensor:
@@ -106,6 +118,7 @@ class Recorder:
         self.pending: list[torch.Tensor] = []         # combined parameters not yet measured
         self.previous: torch.Tensor | None = None     # the last one measured
         self.nan_row: torch.Tensor | None = None      # NaN per trial: no turn or no reference
+        self.updates: list[tuple[int, torch.Tensor]] = []    # (step, length) of the updates measured
 
     def log(self, step: int, combined: torch.Tensor, risk: torch.Tensor, probs: torch.Tensor) -> None:
         """Record a logged step: ``combined`` (one copy per trial), the risk and the probabilities."""
@@ -120,8 +133,24 @@ class Recorder:
             self._measure()
 
     def log_length(self, length: torch.Tensor) -> None:
-        """Record the length of the update taken from the last logged step."""
+        """Record the length of the update taken from the last logged step (NaN: none taken)."""
         self.rows["step"].append(length)
+
+    def log_update(self, step: int, length: torch.Tensor) -> None:
+        """Record the length of the update taken at ``step`` (a logged step, or the last one)."""
+        self.updates.append((step, length))
+
+    def _frozen(self) -> torch.Tensor:
+        """Per trial, the first measured step from which every measured update is exactly 0
+        (-1 where the last one is not, or where no update was taken)."""
+        device = self.nan_row.device
+        if not self.updates:
+            return torch.full(self.trials, -1, dtype=torch.long, device=device)
+        steps = torch.tensor([step for step, _ in self.updates], device=device)
+        still = torch.stack([length for _, length in self.updates]) == 0
+        run = still.long().flip(0).cumprod(0).sum(0)      # trailing zero updates, per trial
+        first = steps[(len(steps) - run).clamp(max=len(steps) - 1)]
+        return torch.where(run > 0, first, -1)
 
     def _measure(self) -> None:
         """Norm, correlation and turn of the pending logged steps, as a block."""
@@ -151,5 +180,5 @@ class Recorder:
         return History(steps=torch.tensor(self.logged), loss=torch.stack(rows["loss"]),
                        norm=torch.stack(rows["norm"]), corr=torch.stack(rows["corr"]),
                        max_prob=torch.stack(rows["max_prob"]), turn=torch.stack(rows["turn"]),
-                       step=torch.stack(rows["step"]),
+                       step=torch.stack(rows["step"]), frozen=self._frozen(),
                        iterates=torch.stack(rows["iterates"]) if self.record_iterates else None)
