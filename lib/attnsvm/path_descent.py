@@ -170,8 +170,8 @@ def _descend(attention: Attention, evaluate, best: Evaluation, accepted: list[to
     # is no larger than the largest of the last MEMORY accepted ones, which lets Barzilai-
     # Borwein steps cross curved valleys; the best point seen is what the radius returns.
     # A non-monotone test alone lets the steps settle into a cycle of accepted points, none
-    # better than the best one (measured on paper A's A2 instance at R = 10 ||W^mm||: a 4-cycle,
-    # residual 0.82, for any number of steps, entered or not depending on the BLAS kernel's
+    # better than the best one (measured on paper A's A2 instance at R = 10.8 ||W^mm||: a 4-cycle,
+    # residual 0.84, for any number of steps, entered or not depending on the BLAS kernel's
     # rounding). So a trial whose best point has not improved for RESTART_AFTER steps restarts
     # from it: its direction there, the step proposed there (a quarter of it at every further
     # restart without progress, so a step too long for the valley cannot repeat forever) and a
