@@ -524,6 +524,22 @@ def test_frozen_is_per_trial_and_absent_from_moving_runs():
     assert (A.train(A.WAttention.zeros(10, trials=3), problem, 0).frozen == -1).all()
 
 
+def test_a_frozen_attention_is_flagged_while_a_trained_head_still_moves():
+    """Joint training (a trainable head): the attention's W stops moving exactly (float32, linear
+    loss) while v keeps moving; the freeze is the attention's, so it is recorded and warned, and
+    the direction is not reported as settled."""
+    problem = A.random_problem(6, 4, 4, trials=2, generator=torch.Generator().manual_seed(3),
+                               dtype=torch.float32)
+    att, head, Ws = A.WAttention(torch.zeros(2, 4, 4, dtype=torch.float32)), A.LinearHead(problem.v.clone()), []
+    v0 = head.params[0].detach().clone()
+    with pytest.warns(A.FrozenWarning):
+        h = A.train(att, problem, 3000, 1.0, log_every=100, head=head, loss="linear",
+                    callback=lambda step, a: Ws.append(a.combined().clone()))
+    assert bool((Ws[-1] == Ws[-21]).all())                    # W did not move in 2000 steps
+    assert not torch.equal(head.params[0].detach(), v0)       # the head did
+    assert (h.frozen >= 0).all() and bool(h.unsettled(1e-6).all())
+
+
 @pytest.mark.parametrize("method", ["gd", "ngd", "polyak", "mirror", "spectral", "sign"])
 def test_a_batched_model_trains_on_an_unbatched_problem(method):
     """Parameters with trials on a problem without: every trial trains on the problem, exactly as

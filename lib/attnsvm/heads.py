@@ -194,7 +194,8 @@ def check_head(head: "Head | None", problem: Problem) -> None:
     if not fits:
         raise ValueError(f"the head has trials shape {lead} and the problem "
                          f"{problem.batch_shape}: a head with trials dimensions needs one per trial "
-                         "of the problem (or none, to share one head)")
+                         "of the problem (or none: a fixed head shared by every trial; a head "
+                         "trained by attnsvm.train needs the run's trials)")
 
 
 def risk_from_logits(logits: torch.Tensor, problem: Problem, head: Head | None = None,

@@ -120,6 +120,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
                              f"{shape[-core:]}, the shape of the trained {attention.names[0]}")
     head = head or LinearHead()
     params = attention.params + head.params
+    n_att = len(attention.params)                 # the attention's blocks come first in params
     core = attention.core_dims + head.core_dims
     problem = _per_trial(attention, problem, head)
     _check_start(attention, problem, params, method, p)
@@ -180,8 +181,9 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
                 shrink = torch.clamp(max_step / _length(updates, core), max=1.0).nan_to_num(1.0)
                 updates = [u * _expand(shrink, k) for u, k in zip(updates, core)]
             if logged_now or step == steps - 1:   # measured where recorded, and the last update
-                length = _length(updates, core)                    # (the run froze if it is 0)
-                recorder.log_update(step, length)
+                length = _length(updates, core)
+                moved = length if not head.params else _length(updates[:n_att], core[:n_att])
+                recorder.log_update(step, moved)        # the attention froze if it is 0
                 if logged_now:
                     recorder.log_length(length)
             for param, u in zip(params, updates):
@@ -226,8 +228,9 @@ def _per_trial(attention: Attention, problem: Problem, head: Head) -> Problem:
         if lead != problem.batch_shape:
             raise ValueError(f"training needs one set of parameters per trial: the head's {name} "
                              f"has trials shape {lead} and the run {problem.batch_shape} (the "
-                             f"attention's); give every trained parameter the trials shape "
-                             f"{problem.batch_shape}")
+                             f"attention's and the problem's); give every trained parameter, "
+                             f"the attention's and the head's, the same trials shape (e.g. "
+                             f"{lead}, with a problem of those trials or none)")
     return problem
 
 
