@@ -27,9 +27,10 @@ class History:
     ``turn`` near 0; ``iterates`` holds the combined parameter when recorded.
 
     ``frozen`` (one entry per trial, -1 where the run did not freeze) is the first step from which
-    every update of the attention's parameters was exactly zero (a trained head may still move): the gradient underflowed (a saturated softmax in float64, the
-    numerics appendix), the parameters are a fixed point of the floating-point iteration and
-    ``turn`` is 0 because nothing moves, not because the direction converged. It is read from the
+    every update of the attention's parameters was exactly zero (a trained head may still move):
+    the gradient underflowed (a saturated softmax in float64, the numerics appendix), the
+    parameters are a fixed point of the floating-point iteration and ``turn`` is 0 because
+    nothing moves, not because the direction converged. It is read from the
     update lengths of the logged steps and of the last step: with ``log_every > 1`` the freeze
     began after the previous logged step, and from a logged step whose update is 0 every later
     update is 0 too (each method's update is a function of the parameters alone; mirror descent's
