@@ -60,7 +60,7 @@ book: setup
 	$(MAKE) --no-print-directory notebooks
 	@echo "Book: file://$(CURDIR)/_build/html/index.html  (notebooks: $(NB_DIR)/)"
 
-# Each chapter that passes is stored in the book's execution cache (tests/nbval_md.py), so that a
+# Each chapter that passes is stored in the book's execution cache (tests/site/nbval_md.py), so that a
 # `make book` afterwards does not execute it again. The cell timeout only guards against a hang.
 test: setup
 	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(PY) -m pytest -n $(JOBS) --dist loadfile --nbval-lax \

@@ -10,7 +10,7 @@ identical inputs:
 
 (a) ``attnsvm.train(WAttention(W0), problem, head=MLPHead(V), eps=2.2e-16)``: batched over the
     runs, gradients by autograd (re-centred softmax).
-(b) ``attnsvm.ngd_relu_head``, the closed form (batched): W = W0 + sum_it beta_it x_it z_i^T, logits
+(b) ``attnsvm.studies.ngd_relu_head``, the closed form (batched): W = W0 + sum_it beta_it x_it z_i^T, logits
     a = a0 + K beta with the Gram matrix K of the features x_it z_i^T, the gradient in closed
     form, ||grad||^2 = delta^T K delta; batch as the last (contiguous) dimension, in chunks.
 (c) the loop of the authors' notebook style: one ``torch.nn.Module`` per run (``nn.Linear``
@@ -48,7 +48,7 @@ AUTHORS_RATES = (0.12, 0.13, 0.04, 0.012)     # THEORY.md, pitfall 6
 
 def draw_runs(count: int, d: int, g: torch.Generator):
     """The A6 draws without the runs that have no -1 label (the authors skip them)."""
-    X, Y, Z, V, W0 = A.a6_draw(count, d, g)
+    X, Y, Z, V, W0 = A.studies.a6_draw(count, d, g)
     keep = (Y < 0).any(-1)
     return X[keep], Y[keep], Z[keep], V[keep], W0[keep]
 
@@ -66,10 +66,10 @@ def with_attnsvm(X, Y, Z, V, W0, steps: int) -> torch.Tensor:
 # --- (b) closed form, batched ----------------------------------------------------------------------
 
 def closed_form(X, Y, Z, V, W0, steps: int) -> torch.Tensor:
-    """attnsvm.ngd_relu_head: normalized GD in the coordinates W = W0 + sum_it beta_it x_it z_i^T,
+    """attnsvm.studies.ngd_relu_head: normalized GD in the coordinates W = W0 + sum_it beta_it x_it z_i^T,
     iterates kept every 100 steps; returns the final W."""
-    beta = A.ngd_relu_head(X, Y, Z, V, W0, steps=steps, lr=0.1, eps=EPS, every=100)
-    return A.span_iterates(beta[-1], X, Z, W0)
+    beta = A.studies.ngd_relu_head(X, Y, Z, V, W0, steps=steps, lr=0.1, eps=EPS, every=100)
+    return A.studies.span_iterates(beta[-1], X, Z, W0)
 
 
 # --- (c) the per-run loop --------------------------------------------------------------------------

@@ -44,8 +44,8 @@ for b in range({solves}):
         pass
 """,
     "A6 (ReLU head, closed form)": """
-X, Y, Z, V, W0 = A.a6_draw({runs}, 10, A.set_seed(2))
-A.ngd_relu_head(X, Y, Z, V, W0, steps={steps6})
+X, Y, Z, V, W0 = A.studies.a6_draw({runs}, 10, A.set_seed(2))
+A.studies.ngd_relu_head(X, Y, Z, V, W0, steps={steps6})
 """,
 }
 

@@ -167,7 +167,7 @@ def per_step(steps: int = 500) -> None:
                                                      method="mirror", p=1.75, log_every=25),
         "W, A3 x 30, spectral": lambda: A.train(A.WAttention.zeros(10, trials=30), a3, steps,
                                                 method="spectral", log_every=25),
-        "diagonal, A3 x 30, NGD (autograd)": lambda: A.train(A.DiagonalAttention.init(10, trials=30), a3,
+        "diagonal, A3 x 30, NGD (autograd)": lambda: A.train(A.model.DiagonalAttention.init(10, trials=30), a3,
                                                              steps, log_every=25),
     }
     print(f"{'case':36} {'before':>10} {'now':>10} {'ratio':>7}   (CPU microseconds per step)")

@@ -103,17 +103,17 @@ def solver_cases(quick: bool) -> dict[str, Callable[[str], object]]:
     def finite(dev):
         P = problem(dev, **small)
         S = sets(P)
-        return A.finite_part(P.X, P.Z, S, probabilities(P, S))
+        return A.maxmargin.finite_part(P.X, P.Z, S, probabilities(P, S))
 
     def eq_fit(dev):
         W, W_fin, W_dir = (gaussian(3, 4, 4, seed=s, device=dev) for s in (6, 7, 8))
-        C, fit = A.svm_eq_fit(W, W_fin[0], W_dir[0])
+        C, fit = A.maxmargin.svm_eq_fit(W, W_fin[0], W_dir[0])
         return {"C": C, "fit": fit}
 
     def selected(dev):
         P = problem(dev, **small)
         S = sets(P)
-        return A.selected_sets(probabilities(P, S))
+        return A.maxmargin.selected_sets(probabilities(P, S))
 
     def p_svm(dev):
         P = problem(dev, n=4, T=3, d=8)                       # one vector p: few constraints
@@ -122,13 +122,13 @@ def solver_cases(quick: bool) -> dict[str, Callable[[str], object]]:
 
     def v_svm(dev):
         P = problem(dev, n=4, T=3, d=8)
-        r = A.v_svm(P.X, P.Y, P.opt)
+        r = A.maxmargin.v_svm(P.X, P.Y, P.opt)
         return {"v": r.W, "margins": r.margins, "support": r.support}
 
     def relaxed(dev):
         P = problem(dev, n=4, T=3, d=8)
-        supported = A.v_svm(P.X, P.Y, P.opt).support.reshape(-1)
-        r = A.relaxed_p_svm(P.X, P.opt, supported)
+        supported = A.maxmargin.v_svm(P.X, P.Y, P.opt).support.reshape(-1)
+        r = A.maxmargin.relaxed_p_svm(P.X, P.opt, supported)
         return {"p": r.W, "margins": r.margins}
 
     def norm(p, diagonal=False):
@@ -140,16 +140,16 @@ def solver_cases(quick: bool) -> dict[str, Callable[[str], object]]:
 
     def matrix_norm(dev):
         W = gaussian(4, 4, seed=9, device=dev)
-        return [A.matrix_norm(W, p) for p in (1, 1.5, 3, "spectral")]
+        return [A.maxmargin.matrix_norm(W, p) for p in (1, 1.5, 3, "spectral")]
 
     def features(dev):
         P = problem(dev)
-        return A.constraint_features(P.X, P.Z, P.opt)
+        return A.maxmargin.constraint_features(P.X, P.Z, P.opt)
 
     def kkt(dev):
         P = problem(dev)
         r = A.att_svm(P.X, P.Z, P.opt)
-        lam, residual = A.kkt_multipliers(P.X, P.Z, P.opt, r)
+        lam, residual = A.maxmargin.kkt_multipliers(P.X, P.Z, P.opt, r)
         return {"lambda": lam, "residual": residual}
 
     def local(dev):
@@ -159,26 +159,26 @@ def solver_cases(quick: bool) -> dict[str, Callable[[str], object]]:
     def stack(norm):
         def run(dev):
             B = problem(dev, trials=3)
-            return A.svm_stack(B, B.opt, norm)
+            return A.maxmargin.svm_stack(B, B.opt, norm)
         return run
 
     def cache(dev):
         B = problem(dev, trials=2)
-        return A.SVMCache().stack(B, B.opt)
+        return A.maxmargin.SVMCache().stack(B, B.opt)
 
     def relu(dev):
-        X, Y, Z, V, W0 = A.a6_draw(8, 6, A.set_seed(3))
+        X, Y, Z, V, W0 = A.studies.a6_draw(8, 6, A.set_seed(3))
         X, Z, V, W0 = (jitter(t) for t in (X, Z, V, W0))
         X, Y, Z, V, W0 = (t.to(dev) for t in (X, Y, Z, V, W0))
-        beta = A.ngd_relu_head(X, Y, Z, V, W0, steps=50 if quick else 300, lr=0.1, every=10)
-        return {"beta": beta, "W": A.span_iterates(beta[-1], X, Z, W0)}
+        beta = A.studies.ngd_relu_head(X, Y, Z, V, W0, steps=50 if quick else 300, lr=0.1, every=10)
+        return {"beta": beta, "W": A.studies.span_iterates(beta[-1], X, Z, W0)}
 
     def outcomes(dev):
         B = problem(dev, trials=4)
         att = attention("W", dev, 10, 4)
         A.train(att, B, 30, 0.1, log_every=30)
-        alpha, kinds = A.run_outcomes(B, att.probabilities(B))
-        return {"alpha": alpha, "kinds": torch.tensor([A.OUTCOMES.index(k) for k in kinds])}
+        alpha, kinds = A.maxmargin.run_outcomes(B, att.probabilities(B))
+        return {"alpha": alpha, "kinds": torch.tensor([A.maxmargin.OUTCOMES.index(k) for k in kinds])}
 
     return {"att_svm (fro)": att("fro"), "att_svm (nuc)": att("nuc"), "p_svm": p_svm,
             "gen_svm": gen, "finite_part": finite, "svm_eq_fit": eq_fit, "selected_sets": selected,
@@ -202,7 +202,7 @@ def model_cases(quick: bool) -> dict[str, Callable[[str], object]]:
                 for p in att.params:
                     p.mul_(300.0)                             # a saturated softmax
             return {"risk": A.empirical_risk(att, B), "predict": A.predict(att, B),
-                    "excess": A.excess_risk(att, B), "optimal": A.optimal_risk(B),
+                    "excess": A.excess_risk(att, B), "optimal": A.model.optimal_risk(B),
                     "probs": att.probabilities(B)}
         return run
 
@@ -230,7 +230,7 @@ def model_cases(quick: bool) -> dict[str, Callable[[str], object]]:
             att = attention(kind, dev, 3, 3)
             radii = [1.0, 4.0, 16.0] if kind != "KQ" else [20.0, 60.0]
             if "reference" in options:
-                options["reference"] = A.svm_stack(B, B.opt).to(dev)
+                options["reference"] = A.maxmargin.svm_stack(B, B.opt).to(dev)
             r = A.regularization_path(att, B, radii, steps=30 if quick else 150, warn=False,
                                       **options)
             out = {"iterates": r.iterates, "loss": r.loss, "start": r.start}
@@ -323,19 +323,19 @@ def studies(quick: bool) -> list[tuple[str, str, Callable[[str, bool], None]]]:
                 P = A.random_problem(n, T, d, trials=count, generator=A.set_seed(d)).to(dev)
                 att = A.WAttention.zeros(d, count, device=dev)
                 A.train(att, P, k, 0.1, "ngd", log_every=max(k, 1))
-                A.run_outcomes(P, att.probabilities(P))
+                A.maxmargin.run_outcomes(P, att.probabilities(P))
 
     def a6(dev, tiny):
         count, k = (4, 2) if tiny else (a6_runs, steps)
-        X, Y, Z, V, W0 = (t.to(dev) for t in A.a6_draw(count, 10, A.set_seed(2)))
-        A.ngd_relu_head(X, Y, Z, V, W0, steps=k, lr=0.1, every=max(k // 20, 1))
+        X, Y, Z, V, W0 = (t.to(dev) for t in A.studies.a6_draw(count, 10, A.set_seed(2)))
+        A.studies.ngd_relu_head(X, Y, Z, V, W0, steps=k, lr=0.1, every=max(k // 20, 1))
 
     def a5(dev, tiny):
         count = 1 if tiny else svm_count
         n, T, d = (3, 3, 3) if tiny else svm_shape
         P = A.random_problem(n, T, d, trials=count, generator=A.set_seed(4)).to(dev)
-        A.svm_stack(P, P.opt, "fro")
-        A.svm_stack(P, P.opt, "nuc")
+        A.maxmargin.svm_stack(P, P.opt, "fro")
+        A.maxmargin.svm_stack(P, P.opt, "nuc")
 
     grid = f"{len(grid_shapes)} (n,T) x d in {grid_d}, {grid_runs} runs, {steps} NGD steps"
     return [("A3 training, W", f"n=6 T=8 d=10, {runs} runs, {steps} NGD steps", a3("W")),

@@ -4,7 +4,7 @@ The book is built with MyST-NB's ``execute_notebooks: cache``: a chapter whose c
 executed notebook in the jupyter-cache at ``_build/.jupyter_cache`` is rendered from it, any other
 is executed. Two producers fill that cache, so that CI executes each chapter once, not twice:
 
-- ``make test`` runs every chapter through nbval (``tests/nbval_md.py``); a chapter all of whose
+- ``make test`` runs every chapter through nbval (``tests/site/nbval_md.py``); a chapter all of whose
   cells passed is stored here with the outputs nbval recorded;
 - ``make book`` first runs ``tools/execute_chapters.py``, which executes the chapters that are not
   cached yet, two at a time, and stores them.

@@ -9,7 +9,7 @@ for torch's matrix products (``MKL_CBWR``), the threads. They are read at proces
 chapter runs in a fresh kernel with them set (the rest of them removed; ``native``: one thread,
 as ``make test``); a cell appended to it measures there what took effect. Every cell runs, errors
 included, so that each check cell (an ``assert``) gets an outcome; glued values are recorded,
-claims (``attnsvm.claim``: ``key`` and ``key-status``) among them. Results go to
+claims (``attnsvm.book.claim``: ``key`` and ``key-status``) among them. Results go to
 ``_build/portability/<env>.json``, never to the book's execution cache (``--combine-only``
 compares saved ones; ``--against-cache`` compares with the chapters as the book's execution cache
 holds them, as ``make test`` executed them); the report lists the claims whose status and the cells whose verdict (ok or

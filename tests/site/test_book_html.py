@@ -1,0 +1,178 @@
+"""The book's Sphinx setup renders math offline, folds solutions and writes clean pages.
+
+Builds a two-page book with the repository's own ``_config.yml``, ``book/_ext`` and ``book/_static``
+(execution off, same strict flags as ``make book``) in a temporary folder, then reads the HTML:
+MathJax must come from the book's ``_static/`` and no page may point at a CDN; every inline script
+(``const THEBE_JS_URL = ...`` among them) appears once per page; the print stylesheet is linked.
+The same book built as one page (``--builder singlehtml``, what ``make pdf`` prints) must render
+theorems and link its stylesheets, scripts and figures. An incremental build re-executes the status
+page, and every notebook after a change of ``ATTNSVM_SCALE``.
+"""
+
+import base64
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL_MATHJAX = re.compile(r'<script[^>]*src="([^"]*_static/mathjax/tex[^"]*\.js)"')
+REMOTE_MATHJAX = re.compile(r"cdn\.jsdelivr|https?://[^\"' ]*mathjax", re.IGNORECASE)
+INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
+LOCAL_URL = re.compile(r'(?:src|href)="(?!https?:|#|data:|mailto:)([^"?#]+)')
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==")
+
+PAGE = """# A page with math
+
+Inline $x^2$ and display math:
+
+$$
+\\sum_{t=1}^T \\mathbb{S}(X W z)_t = 1
+$$
+
+```{exercise}
+:label: ex-probe
+What is $1 + 1$?
+```
+
+```{solution} ex-probe
+$2$.
+```
+
+```{prf:definition} A probe
+:label: def-probe
+A definition, numbered like the book's.
+```
+
+![a dot](dot.png)
+"""
+
+
+def _build_minimal_book(root: Path, builder: str = "html") -> Path:
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config["execute"]["execute_notebooks"] = "off"
+    (root / "_config.yml").write_text(yaml.safe_dump(config))
+    (root / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/page\nchapters:\n  - file: book/other\n"
+    )
+    shutil.copytree(ROOT / "book" / "_ext", root / "book" / "_ext")
+    (root / "tools").mkdir()
+    shutil.copy(ROOT / "tools" / "notebook_cache.py", root / "tools")    # used by _ext/reexecute
+    shutil.copytree(ROOT / "book" / "_static", root / "book" / "_static")
+    shutil.copy(ROOT / "book" / "references.bib", root / "book" / "references.bib")
+    (root / "book" / "page.md").write_text(PAGE)
+    (root / "book" / "dot.png").write_bytes(PNG)
+    (root / "book" / "other.md").write_text("# Another page\n\nWith $\\alpha$ and no code.\n")
+    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()",
+           "build", "-W", "-n", "--keep-going", "--builder", builder, str(root)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return root / "_build" / builder
+
+
+@pytest.fixture(scope="module")
+def html(tmp_path_factory) -> Path:
+    return _build_minimal_book(tmp_path_factory.mktemp("book"))
+
+
+def test_math_is_served_locally_and_solutions_fold(html):
+    static = html / "_static" / "mathjax"
+    assert (static / "output" / "chtml" / "fonts" / "woff-v2" / "MathJax_Main-Regular.woff").is_file()
+    assert (static / "input" / "tex" / "extensions").is_dir()  # loaded on demand (\require etc.)
+
+    pages = sorted(html.rglob("*.html"))
+    assert pages
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert not REMOTE_MATHJAX.search(text), f"{page.name} points at a MathJax CDN"
+        if page.parent.name == "book":  # the content pages: every one has math
+            scripts = LOCAL_MATHJAX.findall(text)
+            assert scripts, f"{page.name} does not load the local MathJax"
+            assert all((page.parent / src).resolve().is_file() for src in scripts)
+
+    page = (html / "book" / "page.html").read_text(encoding="utf-8")
+    assert re.search(r'class="[^"]*solution[^"]*dropdown', page), "solution not folded"
+
+
+def test_inline_scripts_are_written_once(html):
+    """A script declared twice is a console error ("Identifier 'THEBE_JS_URL' has already been
+    declared") that stops the rest of that script; Sphinx 7 wrote some twice (book/_ext)."""
+    pages = sorted(html.rglob("*.html"))
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert text.count("const THEBE_JS_URL") <= 1, f"{page.name} declares THEBE_JS_URL twice"
+        bodies = [body.strip() for body in INLINE_SCRIPT.findall(text) if body.strip()]
+        repeated = sorted({body[:80] for body in bodies if bodies.count(body) > 1})
+        assert not repeated, f"{page.name} repeats inline scripts: {repeated}"
+    page = (html / "book" / "page.html").read_text(encoding="utf-8")
+    assert page.count("const THEBE_JS_URL") == 1  # sphinx-thebe's configuration is still there
+
+
+def test_print_stylesheet_is_linked(html):
+    css = html / "_static" / "print.css"
+    assert css.is_file()
+    rules = css.read_text(encoding="utf-8")
+    assert "@media print" in rules and "pre-wrap" in rules
+    page = (html / "book" / "page.html").read_text(encoding="utf-8")
+    assert re.search(r'<link[^>]*href="[^"]*_static/print\.css', page), "print.css not linked"
+
+
+def test_one_page_book_renders_and_links_its_files(tmp_path):
+    out = _build_minimal_book(tmp_path, builder="singlehtml")
+    page = out / "index.html"  # the whole book, at the top of the output (book/_ext/singlehtml_book.py)
+    text = page.read_text(encoding="utf-8")
+    assert "A page with math" in text and "Another page" in text
+    assert "def-probe" in text and "A definition, numbered" in text  # sphinx-proof renders here too
+    assert text.count("const THEBE_JS_URL") == 1
+    local = set(LOCAL_URL.findall(text))
+    for needed in ("_static/print.css", "_static/mathjax/tex-mml-chtml.js"):
+        assert needed in local, f"{needed} not linked from the one-page book"
+    assert any(url.startswith("_images/") for url in local), "figure not linked"
+    web_only = {"genindex.html", "search.html", "searchindex.js"}  # the theme's search and index
+    missing = sorted(url for url in local - web_only if not (out / url).exists())
+    assert not missing, f"the one-page book links files that are not there: {missing}"
+    # links to labels stay on the page ("Solution to Exercise 1" -> the exercise)
+    assert 'href="#ex-probe"' in text
+
+
+def test_status_page_and_scale_change_are_reexecuted(monkeypatch, tmp_path):
+    """book/_ext/reexecute.py: which unchanged pages an incremental build re-reads, and the
+    execution cache emptied when the fingerprint (library, requirements, scale) changes."""
+    spec = importlib.util.spec_from_file_location("reexecute", ROOT / "book" / "_ext" / "reexecute.py")
+    reexecute = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reexecute)
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(reexecute.notebook_cache, "CACHE", cache)   # never the book's own cache
+    notebook = {"kernelspec": {"name": "python3"}}
+    env = SimpleNamespace(found_docs={"book/intro", "book/ch01", "book/status"},
+                          metadata={"book/intro": {}, "book/ch01": notebook, "book/status": notebook})
+    app = SimpleNamespace(config=SimpleNamespace(always_reread=["book/status", "book/not-in-toc"]))
+
+    def outdated(changed=()):
+        return reexecute._outdated(app, env, set(), set(changed), set())
+
+    monkeypatch.delenv("ATTNSVM_SCALE", raising=False)
+    assert outdated() == ["book/status"]                 # first build: everything is read anyway
+    assert outdated() == ["book/status"]                 # the status page, on every build
+    assert outdated(changed={"book/status"}) == []       # already re-read
+    (cache / "marker").write_text("an executed notebook")
+    monkeypatch.setenv("ATTNSVM_SCALE", "quick")
+    assert outdated() == ["book/ch01", "book/status"]    # the scale changed: every notebook
+    assert not (cache / "marker").exists()               # ... and the cache was emptied
+    assert outdated() == ["book/status"]
+    monkeypatch.setenv("ATTNSVM_SCALE", " Paper ")
+    assert outdated() == ["book/ch01", "book/status"]
+    monkeypatch.delenv("ATTNSVM_SCALE")
+    assert outdated() == ["book/status"]                 # unset is paper
+    (cache / "marker").write_text("an executed notebook")
+    real = reexecute.notebook_cache.fingerprint
+    monkeypatch.setattr(reexecute.notebook_cache, "fingerprint",
+                        lambda: {**real(), "library": "changed"})
+    assert outdated() == ["book/ch01", "book/status"]    # the library changed: every notebook
+    assert not (cache / "marker").exists()
