@@ -17,10 +17,10 @@ through it). The rest lives in four subpackages, layered so that none imports a 
 """
 
 from . import book, maxmargin, model, studies
-from .maxmargin import (IllConditionedError, InfeasibleError, SVMResult, att_svm, att_svm_feasible, att_svms,
+from .maxmargin import (IllConditionedError, InfeasibleError, Reached, SVMResult, att_svm, att_svm_feasible, att_svms,
                         first_order_nuclear_svm, gen_svm, graph_svm, is_locally_optimal, norm_svm, ntp_svm,
-                        p_svm, selection_kind)
-from .model import (DEFAULT_DTYPE, LOSSES, Attention, FrozenWarning, History, KQAttention, LinearHead, MLPHead,
+                        p_svm, reached_svm, selection_kind)
+from .model import (DEFAULT_DTYPE, RANK_TOL, LOSSES, Attention, FrozenWarning, History, KQAttention, LinearHead, MLPHead,
                     PathResult, PathWarning, Problem, PromptAttention, TrainingError, WAttention,
                     attention_output, corr, empirical_risk, excess_risk, figure_problem, get_device,
                     max_probability, numerical_rank, predict, random_problem, regularization_path,
@@ -35,11 +35,11 @@ __all__ = [
     "LinearHead", "MLPHead", "LOSSES", "attention_output", "predict", "empirical_risk", "excess_risk",
     "train", "History", "TrainingError", "FrozenWarning",
     "regularization_path", "PathResult", "PathWarning",
-    "corr", "numerical_rank", "selected_tokens", "max_probability",
+    "corr", "numerical_rank", "RANK_TOL", "selected_tokens", "max_probability",
     "set_seed", "get_device", "DEFAULT_DTYPE",
     # the max-margin problems
     "att_svm", "att_svms", "p_svm", "SVMResult", "InfeasibleError", "IllConditionedError",
-    "is_locally_optimal", "att_svm_feasible", "selection_kind",
+    "is_locally_optimal", "att_svm_feasible", "selection_kind", "reached_svm", "Reached",
     "gen_svm", "norm_svm", "first_order_nuclear_svm", "ntp_svm", "graph_svm",
     # the subpackages
     "model", "maxmargin", "studies", "book",

@@ -795,7 +795,8 @@ def study_cases(P: A.Problem) -> list[tuple[str, str, str, Callable]]:
         add("outcomes_by_threshold", "shape", f"{type(problem).__name__}, {str(probs)[:10]}",
             lambda q=problem, pr=probs: A.studies.outcomes_by_threshold(q, pr))
     for problem in (P, "P", None, B4.X):
-        add("opt_feasible", "type", f"problem={type(problem).__name__}", lambda q=problem: A.studies.opt_feasible(q))
+        if not isinstance(problem, A.Problem):
+            add("att_svm_feasible", "type", f"problem={type(problem).__name__}", lambda q=problem: A.att_svm_feasible(q))
     for args in ((100, 2, 2), (0, 2, 2), ("5", 5, 2), (5, 1, 2), (5, 5, 2.5)):
         add("a4_seed", "argument", f"{args}", lambda a=args: A.studies.a4_seed(*a))
     for args, kw in (((5, 5, 2, 5), {"init": "ones"}), ((5, 5, 2, 0), {}), ((5, 5, 2, 5), {"start": 5}),

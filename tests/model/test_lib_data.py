@@ -236,16 +236,21 @@ def test_figure_problem_is_the_authors_float32_draw(name, seed):
 
 
 def test_the_dtype_rule():
-    """One rule (attnsvm.model.data): a Problem keeps X's dtype and casts Y, Z, v to it; trained
+    """One rule (attnsvm.model.data): a Problem takes the widest dtype of X, Z and v (nothing is
+    cast down) and casts Y, X, Z, v to it; trained
     parameters of another dtype are refused at every entry point, naming both dtypes and the
     .to(...) that fixes it; fixed data (reference, MLPHead's V) is read in the problem's dtype."""
     P = A.random_problem(3, 4, 5, generator=A.set_seed(91))
-    down = A.Problem(P.X.float(), P.Y, P.Z, P.v)
-    assert {t.dtype for t in (down.X, down.Y, down.Z, down.v)} == {torch.float32}
-    assert torch.equal(down.Z, P.Z.float()) and torch.equal(down.v, P.v.float())
+    mixed = A.Problem(P.X.float(), P.Y, P.Z, P.v)          # float32 X, float64 Z and v: float64
+    assert {t.dtype for t in (mixed.X, mixed.Y, mixed.Z, mixed.v)} == {torch.float64}
+    assert torch.equal(mixed.Z, P.Z) and torch.equal(mixed.X, P.X.float().double())
     up = A.Problem(P.X, P.Y.float(), P.Z.float(), P.v.float())
     assert {t.dtype for t in (up.X, up.Y, up.Z, up.v)} == {torch.float64}
     assert torch.equal(up.Z, P.Z.float().double())
+    single = A.Problem(P.X.float(), P.Y, P.Z.float(), P.v.float())    # all float32: float32
+    assert {t.dtype for t in (single.X, single.Y, single.Z, single.v)} == {torch.float32}
+    listed = A.Problem(P.X.float(), P.Y.tolist(), P.Z.float(), P.v.tolist())   # a list is float64
+    assert listed.X.dtype == torch.float64
     W32 = torch.eye(5, dtype=torch.float32) * 0.1
     refused = {
         "train": lambda: A.train(A.WAttention(W32), P, 2),

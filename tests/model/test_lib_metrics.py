@@ -70,12 +70,12 @@ def test_numerical_rank_relative_tolerance():
     V, _ = torch.linalg.qr(rand(6, 6, seed=8))
     sigma = torch.tensor([1.0, 1e-3, 1e-5, 1e-8, 0.0, 0.0], dtype=torch.float64)
     W = U @ torch.diag(sigma) @ V.T
-    assert int(A.numerical_rank(W, rtol=1e-6)) == 3
-    assert int(A.numerical_rank(W, rtol=1e-4)) == 2
-    assert int(A.numerical_rank(W, rtol=1e-10)) == 4
+    assert int(A.numerical_rank(W, rank_tol=1e-6)) == 3
+    assert int(A.numerical_rank(W, rank_tol=1e-4)) == 2
+    assert int(A.numerical_rank(W, rank_tol=1e-10)) == 4
     # relative: scaling does not change it (an absolute threshold would)
     for scale in (1e-12, 1e-3, 1e6):
-        assert int(A.numerical_rank(scale * W, rtol=1e-6)) == 3
+        assert int(A.numerical_rank(scale * W, rank_tol=1e-6)) == 3
     assert int(A.numerical_rank(torch.zeros(4, 4))) == 0
     assert int(A.numerical_rank(torch.eye(5))) == 5
 

@@ -44,12 +44,12 @@ def test_pasted_values_are_claims_of_their_chapter():
         assert doc in chapters, f"{doc} is not a chapter"
         claim = key.removesuffix("-status").removesuffix("-note")
         text = chapters[doc]          # a key may be chosen in code, e.g. {"A1": "T1-A1"}[name]
-        assert "A.book.claim(" in text and f'"{claim}"' in text, f"{doc} never claims {claim!r}"
+        assert "book.claim(" in text and f'"{claim}"' in text, f"{doc} never claims {claim!r}"
 
 
 def test_report_counts_its_status_words():
     """The report glues this build's count of each status word, from its own rows (book/report.md's
-    counting cell) and explains every word the library's A.book.claim can return."""
+    counting cell) and explains every word the library's attnsvm.book.claim can return."""
     import attnsvm as A
 
     report = REPORT.read_text()

@@ -200,16 +200,17 @@ def test_ngd_outcomes_match_train_at_d2_under_every_rule():
     assert {"global", "unsaturated"} <= kinds and len(kinds) >= 3      # not a trivially uniform batch
 
 
-def test_opt_feasible_friendly_and_hard():
+def test_att_svm_feasible_of_opt_friendly_and_hard():
     P, _ = A.studies.seeded_instances(3, 3, 6, 1, 5)            # d >= max(n, T - 1): every selection feasible
-    assert bool(A.studies.opt_feasible(P).all())
+    assert all(A.att_svm_feasible(P))
     # two examples with the same tokens and query, opposite labels: the optimal tokens differ, and no
     # W can make both win (hard case: infeasible)
     X = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]], dtype=F64).expand(2, -1, -1)
     Z = torch.tensor([[1.0, 1.0], [1.0, 1.0]], dtype=F64)
     Q = A.Problem(X[None], torch.tensor([[1.0, -1.0]], dtype=F64), Z[None], torch.tensor([1.0, 0.0], dtype=F64))
     assert Q.opt.tolist() == [[0, 1]]
-    assert A.studies.opt_feasible(Q).tolist() == [False]
+    assert A.att_svm_feasible(Q) == [False]
+    assert A.att_svm_feasible(Q.trial(0)) is False
 
 
 def _kind_by_definition(P: A.Problem, alpha: tuple) -> str:
@@ -283,7 +284,7 @@ def test_run_outcomes_with_a_batched_mask_match_each_trial():
     assert kinds[:B // 2] != kinds[B // 2:]             # the mask changes some selection's kind
 
 
-def test_opt_feasible_matches_att_svm_with_a_batched_mask():
+def test_att_svm_feasible_matches_att_svm_with_a_batched_mask():
     P = A.random_problem(3, 4, 2, trials=12, generator=A.set_seed(10))
     mask = torch.rand(12, 3, 4, generator=A.set_seed(11)) < 0.7
     mask[..., 0] = True
@@ -296,7 +297,7 @@ def test_opt_feasible_matches_att_svm_with_a_batched_mask():
             expected.append(True)
         except A.InfeasibleError:
             expected.append(False)
-    assert A.studies.opt_feasible(P).tolist() == expected and 0 < sum(expected) < 12
+    assert A.att_svm_feasible(P) == expected and 0 < sum(expected) < 12
 
 
 # --- comparison with the paper's bars --------------------------------------------------------------

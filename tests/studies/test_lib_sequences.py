@@ -146,8 +146,28 @@ def test_att_svm_feasible_hard_cases():
 def test_att_svm_feasible_refuses_bad_problems():
     with pytest.raises(TypeError, match="Problem"):
         A.att_svm_feasible(torch.zeros(2, 3, 4, 2))
-    with pytest.raises(ValueError, match="one trials dimension"):
-        A.att_svm_feasible(A.random_problem(2, 3, 2, generator=A.set_seed(0)))
+    P = A.random_problem(2, 3, 2, trials=2, generator=A.set_seed(0))
+    with pytest.raises(ValueError, match="at most one trials dimension"):
+        A.att_svm_feasible(A.Problem(P.X[None], P.Y[None], P.Z[None], P.v[None]))
+    with pytest.raises(ValueError, match="alpha must have shape"):
+        A.att_svm_feasible(P, P.opt[:, :1])
+
+
+def test_att_svm_feasible_of_any_selection_and_of_one_instance():
+    """One instance gives one verdict; a selection other than opt is tested as att_svm solves it."""
+    P = A.random_problem(3, 4, 2, trials=30, generator=A.set_seed(12))
+    alpha = torch.randint(0, 4, (30, 3), generator=A.set_seed(13))
+    verdicts = A.att_svm_feasible(P, alpha)
+    expected = []
+    for b in range(30):
+        try:
+            A.att_svm(P.trial(b), alpha[b])
+            expected.append(True)
+        except A.InfeasibleError:
+            expected.append(False)
+    assert verdicts == expected and 0 < sum(expected) < 30
+    assert [A.att_svm_feasible(P.trial(b), alpha[b]) for b in range(30)] == expected
+    assert A.att_svm_feasible(P, alpha[0]) == A.att_svm_feasible(P, alpha[0].expand(30, 3))
 
 
 def test_separability_batches_match_one_set_at_a_time():

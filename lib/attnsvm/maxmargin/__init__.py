@@ -3,7 +3,8 @@
 - ``svm``: Att-SVM for one selection (Definition "Att-SVM" of the book's chapter 1), batched over
   instances (:func:`att_svms`), its (K, Q) nuclear-norm variant, the prompt p-SVM, local optimality
   and feasibility of a selection.
-- ``selections``: which selections are feasible / locally optimal, and the selection a run reached.
+- ``selections``: the kind of a selection (global, locally optimal, ...), batched over runs.
+- ``reached``: which selection and SVM a trained attention reached (:func:`reached_svm`).
 - ``nuclear``: the nuclear-norm Att-SVM* by a first-order method and its dual.
 - ``gensvm``: the generalized SVM of several-token selections (nonlinear heads).
 - ``normsvm``: Att-SVM under any matrix norm (the implicit bias of other optimizers).
@@ -26,12 +27,14 @@ from .next_token import (NTPData, NTPHistory, ntp_data, ntp_finite_part, ntp_gra
                          ntp_gradient_descent_batch, ntp_loss, ntp_project, ntp_svm)
 from .normsvm import matrix_norm, norm_svm
 from .nuclear import FirstOrderNuclear, NuclearDual, first_order_nuclear_svm, nuclear_dual
+from .reached import Reached, reached_svm
 from .selections import (KINDS, OUTCOMES, SVMCache, classify_selections, run_outcomes, selection_kind, svm_stack)
 from .solution_set import SolutionSetProbe, probe_solution_set
 from .svm import SVMResult, att_svm, att_svm_feasible, att_svms, is_locally_optimal, p_svm
 from ._svm_core import IllConditionedError, InfeasibleError
 from .svm_eq import svm_eq_fit
 __all__ = [
+    "Reached", "reached_svm",
     "constraint_features", "kkt_multipliers", "GenSVMResult", "finite_part", "gen_svm",
     "selected_sets", "GraphSVMResult", "TokenData", "graph_svm", "priority_graphs", "priority_sccs",
     "score_gaps", "token_data", "relaxed_p_svm", "v_svm", "NTPData", "NTPHistory", "ntp_data",

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..model.data import Problem
-from ..model.metrics import numerical_rank
+from ..model.metrics import RANK_TOL, numerical_rank
 from ._svm_core import (IllConditionedError, InfeasibleError, _check_solver, _scaled_norm, _screen,
                        _solve, _solve_nuclear, _solve_screened)
 # the shared checks live in svm_reduce; other solvers of the library import them from here
@@ -72,7 +72,7 @@ class SVMResult:
 
 
 def _result(solution: np.ndarray, other_margins: np.ndarray, alpha: np.ndarray, norm: str,
-            objective: float, support_tol: float, rank_tol: float = 1e-5, unique: bool = True,
+            objective: float, support_tol: float, rank_tol: float = RANK_TOL, unique: bool = True,
             accuracy: str = "exact") -> SVMResult:
     """Assemble an :class:`SVMResult` from the margins of the non-selected tokens ``(n, T - 1)``."""
     n, T = other_margins.shape[0], other_margins.shape[1] + 1
@@ -98,9 +98,13 @@ def _rank(W: np.ndarray, rank_tol: float) -> int:
     return int((sigma > rank_tol * sigma[0]).sum())
 
 
-def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
+def att_svm(X, Z=None, alpha=None, norm: str = "fro", rank_tol: float = RANK_TOL,
             support_tol: float = 1e-5, solver: str = "CLARABEL", mask=None) -> SVMResult:
     """Solve Att-SVM (``norm="fro"``) or Att-SVM* (``norm="nuc"``) for the selection ``alpha``.
+
+    Two forms: ``att_svm(X, Z, alpha)`` on arrays, and ``att_svm(problem, alpha)`` on one
+    :class:`Problem` (no trials dimension; its mask is used; ``alpha`` defaults to
+    ``problem.opt``; for a batched problem use :func:`att_svms`).
 
     Args:
         X: tokens ``(n, T, d)``; Z: queries ``(n, d)``; alpha: selected token per example ``(n,)``.
@@ -120,6 +124,7 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
         InfeasibleError: no W satisfies the constraints; the message names the blocking example.
     """
     rank_tol, support_tol = _check_options(norm, rank_tol, support_tol, solver)
+    X, Z, alpha, mask = _arguments(X, Z, alpha, mask)
     instance = _reduce(X, Z, alpha, mask)
     try:
         core, accuracy = _solve(instance.features, instance.shape, norm, solver)
@@ -128,7 +133,31 @@ def att_svm(X, Z, alpha, norm: str = "fro", rank_tol: float = 1e-5,
     return _assemble(instance, core, accuracy, norm, rank_tol, support_tol)
 
 
-def att_svms(problem: Problem, alpha, norm: str = "fro", rank_tol: float = 1e-5,
+def _arguments(X, Z, alpha, mask) -> tuple:
+    """``att_svm``'s two calling forms reduced to arrays ``(X, Z, alpha, mask)``."""
+    if isinstance(X, Problem):
+        problem = X
+        if alpha is not None:
+            raise TypeError("att_svm(problem, alpha): pass the selection once, as the second "
+                            "argument (the problem holds Z)")
+        if problem.batch_shape:
+            raise ValueError(f"att_svm takes one instance, got a problem with trials "
+                             f"{tuple(problem.batch_shape)}: use att_svms(problem, alpha) or "
+                             "att_svm(problem.trial(b), alpha)")
+        if mask is not None:
+            raise ValueError("att_svm(problem, ...) uses the problem's mask; build the problem "
+                             "with the mask instead of passing one")
+        return problem.X, problem.Z, problem.opt if Z is None else Z, problem.mask
+    if isinstance(Z, Problem) or isinstance(alpha, Problem):
+        raise TypeError("att_svm takes att_svm(X, Z, alpha) or att_svm(problem, alpha), with the "
+                        "problem first")
+    if Z is None or alpha is None:
+        raise TypeError("att_svm needs the queries Z and the selection alpha: att_svm(X, Z, alpha), "
+                        "or att_svm(problem, alpha) with an attnsvm Problem")
+    return X, Z, alpha, mask
+
+
+def att_svms(problem: Problem, alpha, norm: str = "fro", rank_tol: float = RANK_TOL,
              support_tol: float = 1e-5) -> list[SVMResult]:
     """Att-SVM (``"fro"``) or Att-SVM* (``"nuc"``) of every instance of a batched ``problem``
     ``(B, n, T, d)`` for its selection ``alpha[b]`` ``(B, n)``, honouring the problem's mask: the
@@ -186,28 +215,42 @@ def _assemble(instance: _Instance, core: np.ndarray, accuracy: str, norm: str, r
                    unique=norm == "fro", accuracy=accuracy)
 
 
-def att_svm_feasible(problem: Problem) -> list[bool | None]:
-    """Per trial of ``problem`` (one trials dimension): is the Att-SVM of its optimal tokens
-    (:attr:`Problem.opt`) feasible, honouring the problem's mask? ``True``/``False`` as
-    :func:`attnsvm.att_svm` solves or raises :class:`InfeasibleError`; ``None`` where float64
-    cannot decide (it raises :class:`IllConditionedError`). The same verdicts as ``att_svm`` on
-    ``problem.trial(b)`` for every ``b``, without building the trials."""
+def att_svm_feasible(problem: Problem, alpha=None):
+    """Is the Att-SVM of the selection ``alpha`` feasible, honouring the problem's mask? The one
+    feasibility test of the library, for any selection.
+
+    ``alpha`` defaults to the optimal tokens (:attr:`Problem.opt`); otherwise ``(n,)`` for one
+    instance, ``(B, n)`` (or ``(n,)``, the same for every trial) for a problem with one trials
+    dimension. Returns ``True``/``False`` as :func:`att_svm` solves or raises
+    :class:`InfeasibleError`, and ``None`` where float64 cannot decide (``att_svm`` raises
+    :class:`IllConditionedError`): one verdict for one instance, a list of verdicts (one per
+    trial) for a batched problem."""
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
-    if len(problem.batch_shape) != 1:
-        raise ValueError(f"problem must have one trials dimension, got X {tuple(problem.X.shape)}")
-    opt, mask = problem.opt, problem.mask
-    verdicts = []
-    for b in range(problem.batch_shape[0]):
-        try:
-            att_svm(problem.X[b], problem.Z[b], opt[b],
-                    mask=mask if mask is None or mask.ndim == 2 else mask[b])
-            verdicts.append(True)
-        except InfeasibleError:
-            verdicts.append(False)
-        except IllConditionedError:
-            verdicts.append(None)
-    return verdicts
+    if len(problem.batch_shape) > 1:
+        raise ValueError(f"problem must have at most one trials dimension, got X {tuple(problem.X.shape)}")
+    if not problem.batch_shape:
+        return _feasible(problem.X, problem.Z, problem.opt if alpha is None else alpha, problem.mask)
+    trials = problem.batch_shape[0]
+    alpha = problem.opt if alpha is None else as_array(alpha, "alpha")
+    if alpha.ndim == 1:
+        alpha = alpha.expand(trials, *alpha.shape)
+    if tuple(alpha.shape) != (trials, problem.n):
+        raise ValueError(f"alpha must have shape {(trials, problem.n)} (one selection per trial) "
+                         f"or {(problem.n,)}, got {tuple(alpha.shape)}")
+    mask = problem.mask
+    return [_feasible(problem.X[b], problem.Z[b], alpha[b],
+                      mask if mask is None or mask.ndim == 2 else mask[b]) for b in range(trials)]
+
+
+def _feasible(X, Z, alpha, mask) -> bool | None:
+    try:
+        att_svm(X, Z, alpha, mask=mask)
+        return True
+    except InfeasibleError:
+        return False
+    except IllConditionedError:
+        return None
 
 
 def _check_options(norm, rank_tol, support_tol, solver) -> tuple[float, float]:

@@ -20,13 +20,14 @@ Layering: this subpackage imports nothing from :mod:`attnsvm.maxmargin`, :mod:`a
 from .data import Problem, figure_problem, random_problem
 from .gradients import excess_risk, optimal_risk
 from .heads import (LinearHead, LOSSES, MLPHead, PenalizedHead, attention_output, empirical_risk, predict)
-from .metrics import (corr, is_global, max_probability, numerical_rank, probability_off, probability_on,
+from .metrics import (RANK_TOL, corr, is_global, max_probability, numerical_rank, probability_off, probability_on,
                       selected_tokens)
 from .models import Attention, DiagonalAttention, KQAttention, PromptAttention, WAttention
 from .path import PathResult, PathWarning, regularization_path
 from .train import FrozenWarning, History, TrainingError, block_normalize, train
 from .utils import DEFAULT_DTYPE, get_device, set_seed
 __all__ = [
+    "RANK_TOL",
     "Problem", "figure_problem", "random_problem", "excess_risk", "optimal_risk", "LinearHead",
     "LOSSES", "MLPHead", "PenalizedHead", "attention_output", "empirical_risk", "predict", "corr",
     "is_global", "max_probability", "numerical_rank", "probability_off", "probability_on",

@@ -7,8 +7,10 @@ instances are one tensor program: ``X (*B, n, T, d)``, ``Y (*B, n)``, ``Z (*B, n
 The token score is ``gamma_it = Y_i v^T x_it`` and the optimal token of example ``i`` is
 ``opt_i = argmax_t gamma_it``.
 
-The dtype rule (one for every entry point): a :class:`Problem` keeps the dtype of ``X`` and casts
-``Y``, ``Z`` and ``v`` to it; that dtype is the precision of every computation on the problem.
+The dtype rule (one for every entry point): a :class:`Problem` takes the widest floating dtype of
+``X``, ``Z`` and ``v`` (lists, numbers and integer arrays read as float64) and casts the four arrays
+to it, so no input loses precision; that dtype is the precision of every computation on the
+problem.
 Trained parameters (an attention's, a trainable head's ``v``) are never cast: one of another
 dtype or device is refused (:func:`check_like_problem`), naming both and the ``.to(...)`` that
 fixes it. Fixed data handed with it (a reference direction, a cone, the tensors of an
@@ -22,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .utils import (DEFAULT_DTYPE, as_tensor, check_count, check_dtype, check_flag, check_generator,
+from .utils import (DEFAULT_DTYPE, as_array, as_tensor, check_count, check_dtype, check_flag, check_generator,
                     check_nonempty, check_shape, get_device)
 
 
@@ -31,8 +33,9 @@ class Problem:
     """A validated training set ``(X_i, z_i, Y_i)`` with a fixed linear head ``v`` (book chapter
     1). The arrays are checked once, when the problem is made, and not copied: change them in
     place afterwards and the checks no longer vouch for them (:meth:`trial` and :meth:`select` do
-    not check again). Its dtype is ``X``'s: ``Y``, ``Z`` and ``v`` are cast to it (a float32 ``X``
-    makes a float32 problem; the module docstring states the rule for parameters and other data).
+    not check again). Its dtype is the widest floating dtype of ``X``, ``Z`` and ``v`` (nothing is
+    cast down: a float32 problem needs all three in float32); the module docstring states the rule
+    for parameters and other data.
 
     Attributes:
         X: tokens, shape ``(*B, n, T, d)``.
@@ -52,7 +55,8 @@ class Problem:
 
     def __post_init__(self) -> None:
         X = as_tensor(self.X, "X")
-        dtype, device = X.dtype, X.device
+        dtype, device = _widest(X, self.Z, self.v), X.device
+        X = X.to(dtype)
         Y = as_tensor(self.Y, "Y", dtype=dtype, device=device)
         Z = as_tensor(self.Z, "Z", dtype=dtype, device=device)
         v = as_tensor(self.v, "v", dtype=dtype, device=device)
@@ -92,6 +96,21 @@ class Problem:
         if not bool(torch.isfinite(self.scores).all()):
             raise ValueError("the token scores Y_i v^T x_it overflow float "
                              f"({X.dtype}): X and v are too large; rescale them")
+
+    def __repr__(self) -> str:
+        trials = f"trials={self.batch_shape}, " if self.batch_shape else ""
+        mask = "" if self.mask is None else (", causal mask" if self._is_causal() else ", mask")
+        return (f"Problem({trials}n={self.n}, T={self.T}, d={self.d}, {str(self.X.dtype).replace('torch.', '')}"
+                f"{'' if self.X.device.type == 'cpu' else ', ' + str(self.X.device)}{mask})")
+
+    def _is_causal(self) -> bool:
+        """Whether the mask is the causal one of :meth:`sequence` (query k of a sequence sees its
+        tokens t <= k)."""
+        n, T = self.n, self.T
+        if n % T:
+            return False
+        causal = torch.ones(T, T, dtype=torch.bool, device=self.mask.device).tril().repeat(n // T, 1)
+        return bool((self.mask == causal).all())
 
     # --- sizes -------------------------------------------------------------------------------
     @property
@@ -250,6 +269,15 @@ class Problem:
         if causal:
             mask = torch.ones(T, T, dtype=torch.bool, device=X.device).tril().repeat(n, 1)
         return Problem(tokens, Y.reshape(*batch, n * T), X.reshape(*batch, n * T, d), v, mask)
+
+
+def _widest(X: torch.Tensor, Z, v) -> torch.dtype:
+    """The widest floating dtype of ``X`` (a tensor already) and of ``Z``, ``v`` as given."""
+    dtype = X.dtype
+    for value, name in ((Z, "Z"), (v, "v")):
+        tensor = as_array(value, name)
+        dtype = torch.promote_types(dtype, tensor.dtype if tensor.is_floating_point() else DEFAULT_DTYPE)
+    return dtype
 
 
 def check_like_problem(tensor: torch.Tensor, what: str, problem: Problem) -> None:

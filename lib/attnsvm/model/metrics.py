@@ -71,13 +71,18 @@ def unit_scale(x: torch.Tensor) -> torch.Tensor:
     return x / torch.where(top > 0, top, torch.ones_like(top))
 
 
-def numerical_rank(W, rtol: float = 1e-6) -> torch.Tensor:
-    """Number of singular values above ``rtol * sigma_max`` (a *relative* tolerance; batched).
+RANK_TOL = 1e-5
+"""The library's one default rank tolerance (relative), for :func:`numerical_rank` and the rank
+that :func:`attnsvm.att_svm` reports (``rank_tol`` in both)."""
+
+
+def numerical_rank(W, rank_tol: float = RANK_TOL) -> torch.Tensor:
+    """Number of singular values above ``rank_tol * sigma_max`` (a *relative* tolerance; batched).
 
     A relative tolerance is what makes ranks of SVM solutions comparable across scales (book chapter 3b, the rank figure: an absolute 1e-7 threshold reads solver residue as rank).
     """
     W = as_tensor(W, "W", dtype=None)
-    rtol = check_positive(rtol, "rtol", upper=1.0)
+    rank_tol = check_positive(rank_tol, "rank_tol", upper=1.0)
     if W.ndim < 2 or not W.numel():
         raise ValueError(f"W must be a matrix (..., d, k) with d, k >= 1, got {tuple(W.shape)}")
     top = W.abs().amax((-2, -1), keepdim=True)
@@ -91,7 +96,7 @@ def numerical_rank(W, rtol: float = 1e-6) -> torch.Tensor:
         W = W * torch.pow(2.0, -e.to(W.dtype))
     sigma = torch.linalg.svdvals(W.to(torch.float64))
     top = sigma[..., :1]
-    return (sigma > rtol * top).sum(-1) * (top[..., 0] > 0)
+    return (sigma > rank_tol * top).sum(-1) * (top[..., 0] > 0)
 
 
 def max_probability(probabilities: torch.Tensor) -> torch.Tensor:

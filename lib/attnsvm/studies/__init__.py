@@ -16,7 +16,7 @@ nothing in the library imports it, except the top-level package that makes it re
 """
 
 from .a4 import (A4_D, A4_PAPER, A4Comparison, a4_budgets, a4_compare, a4_grid, a4_runs, a4_seed, ngd_outcomes,
-                 opt_feasible, outcome_counts, outcomes_by_threshold, seeded_instances)
+                 outcome_counts, outcomes_by_threshold, seeded_instances)
 from .a5 import A5_D, A5_INSTANCES, A5_SETTINGS, RankRow, a5_instances, a5_rank_study, rank_rows
 from .a6 import A6Study, a6_study, attention_probabilities, gen_svm_violation
 from .basin import (TrapInstance, angle_between, basin_labels, basin_map, empirical_cones, initial_gradient_norms,
@@ -40,7 +40,7 @@ from .sequences import (causal_pairs_separable, cover_fraction, ngd_until_gap, r
                         self_attention_reference, separable_through_origin, smallest_logit_gaps)
 __all__ = [
     "A4_D", "A4_PAPER", "A4Comparison", "a4_budgets", "a4_compare", "a4_grid", "a4_runs", "a4_seed",
-    "ngd_outcomes", "opt_feasible", "outcome_counts", "outcomes_by_threshold", "seeded_instances",
+    "ngd_outcomes", "outcome_counts", "outcomes_by_threshold", "seeded_instances",
     "A5_D", "A5_INSTANCES", "A5_SETTINGS", "RankRow", "a5_instances", "a5_rank_study", "rank_rows",
     "A6Study", "a6_study", "attention_probabilities", "gen_svm_violation", "TrapInstance",
     "angle_between", "basin_labels", "basin_map", "empirical_cones", "initial_gradient_norms",

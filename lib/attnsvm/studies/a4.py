@@ -127,19 +127,6 @@ def outcomes_by_threshold(problem: Problem, probabilities: torch.Tensor,
                                    for kind, top in zip(argmax_kinds, least_top)]) for level in levels}
 
 
-def opt_feasible(problem: Problem) -> torch.Tensor:
-    """Whether Att-SVM(opt) is feasible, instance by instance of a batched problem (bool ``(B,)``).
-    Where it is not, no run can reach the global direction (book page 'What is proved where', "Optimal tokens
-    minimise the risk"): an upper bound on A4's global bar."""
-    if not isinstance(problem, Problem) or len(problem.batch_shape) != 1:
-        raise ValueError("opt_feasible needs an attnsvm Problem with one trials dimension (B, n, T, d)")
-    verdicts = att_svm_feasible(problem)
-    if None in verdicts:
-        raise IllConditionedError(f"trial {verdicts.index(None)}: float64 cannot decide whether "
-                                  "Att-SVM(opt) is feasible (margins at the data's rounding level)")
-    return torch.tensor(verdicts)
-
-
 def a4_seed(n: int, T: int, d: int) -> int:
     """The seed of the A4 draw of shape ``(n, T, d)``: one seed per cell, so cells never share
     instances and adding a shape or a ``d`` changes no other cell."""
