@@ -262,7 +262,7 @@ def _check_options(norm, rank_tol, support_tol, solver) -> tuple[float, float]:
 
 
 def p_svm(keys, alpha, support_tol: float = 1e-5) -> SVMResult:
-    """Paper B's p-SVM: ``p_mm = argmin ||p|| s.t. p^T (k_{i,alpha_i} - k_it) >= 1`` on keys ``(n, T, d)``.
+    """Paper B's p-SVM: ``p_mm = argmin ||p||`` subject to ``p^T (k_{i,alpha_i} - k_it) >= 1`` on keys ``(n, T, d)``.
 
     With identity key matrix the keys are the tokens; this is Att-SVM with the vector ``W z`` free.
     """
