@@ -121,6 +121,24 @@ def cached_record(cache, notebook: nbformat.NotebookNode):
         return None
 
 
+def ends_with_semicolon(source: str) -> bool:
+    """Whether a cell's last statement ends with ``;``, which tells IPython not to display its
+    value. nbval runs cells without storing them in IPython's history, so IPython checks the
+    previous cell's source instead and displays such values (a ``<matplotlib.legend.Legend at
+    0x...>`` above a figure): :func:`store` drops them, as a plain execution would."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return source.rstrip().endswith(";")
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER, tokenize.DEDENT,
+            tokenize.INDENT}
+    meaningful = [token for token in tokens if token.type not in skip]
+    return bool(meaningful) and meaningful[-1].string == ";"
+
+
 def store(path: Path, notebook: nbformat.NotebookNode, outputs: Sequence[list],
           cell_seconds: Sequence[float], producer: str) -> None:
     """Cache ``notebook`` (chapter ``path`` as it was read and executed; the file may have changed
@@ -139,7 +157,9 @@ def store(path: Path, notebook: nbformat.NotebookNode, outputs: Sequence[list],
         raise ValueError(f"{path.name}: {len(code)} code cells, but outputs for {len(outputs)} "
                          f"and times for {len(cell_seconds)}")
     for count, (cell, cell_outputs) in enumerate(zip(code, outputs), start=1):
-        cell.outputs = [nbformat.from_dict(dict(output)) for output in cell_outputs]
+        cell.outputs = [nbformat.from_dict(dict(output)) for output in cell_outputs
+                        if not (output.get("output_type") == "execute_result"
+                                and ends_with_semicolon(cell.source))]
         cell.execution_count = count
         for output in cell.outputs:
             if output.get("output_type") == "execute_result":

@@ -73,6 +73,17 @@ def cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     add("numerical_rank", "correct", "the default is RANK_TOL, att_svm's",
         checked(lambda: (int(A.numerical_rank(torch.diag(torch.tensor([1.0, 2e-5, 5e-6], dtype=torch.float64)))),
                          A.RANK_TOL), lambda r: r == (2, 1e-5)))
+    # --- a frozen run is flagged, and is not "settled" ---
+    def frozen_run():
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            history = A.train(A.WAttention.zeros(5), A.random_problem(3, 4, 5, generator=A.set_seed(5)),
+                              steps=400, lr=10.0)
+        return history, [type(w.message) for w in caught]
+    add("train", "correct", "NGD past the float64 underflow: frozen flagged, warned, unsettled",
+        checked(frozen_run, lambda r: int(r[0].frozen) > 0 and bool(r[0].unsettled(1e-4))
+                and A.FrozenWarning in r[1]))
     # --- feasibility of any selection ---
     add("att_svm_feasible", "correct", "one instance: one verdict, as att_svm answers",
         checked(lambda: A.att_svm_feasible(P), lambda r: r is True))

@@ -33,3 +33,32 @@ def test_book_builds_strictly_without_execution(tmp_path):
     expected = {Path(line.split("file:")[1].strip()).name
                 for line in (ROOT / "_toc.yml").read_text().splitlines() if "file:" in line}
     assert expected <= pages, f"pages missing from the build: {sorted(expected - pages)}"
+
+
+def test_no_cell_shows_a_stray_return_value():
+    """A cell's last expression is displayed by IPython unless the cell ends with ';': a chapter
+    cell that ends with a call such as ``ax.legend()`` or ``book.claim(...)`` would show
+    ``<matplotlib.legend.Legend at 0x...>`` or ``'observed'`` above its figure. (Calls that return
+    None, print, glue, display, are fine.)"""
+    import ast
+
+    import jupytext
+
+    quiet = {"print", "glue", "display", "plt.show", "fig.show"}
+    stray = []
+    for path in sorted((ROOT / "book").glob("*.md")):
+        notebook = jupytext.read(path)
+        if "kernelspec" not in notebook.metadata:
+            continue
+        for index, cell in enumerate(notebook.cells):
+            if cell.cell_type != "code" or cell.source.rstrip().endswith(";"):
+                continue
+            source = "\n".join(line for line in cell.source.splitlines()
+                               if not line.lstrip().startswith(("%", "!")))
+            body = ast.parse(source).body
+            if body and isinstance(body[-1], ast.Expr):
+                value = body[-1].value
+                name = ast.unparse(value.func) if isinstance(value, ast.Call) else ast.unparse(value)
+                if name not in quiet:
+                    stray.append(f"{path.name}, code cell {index}: {name}")
+    assert not stray, "cells that display a return value (end them with ';'): " + "; ".join(stray)

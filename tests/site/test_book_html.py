@@ -176,3 +176,15 @@ def test_status_page_and_scale_change_are_reexecuted(monkeypatch, tmp_path):
                         lambda: {**real(), "library": "changed"})
     assert outdated() == ["book/ch01", "book/status"]    # the library changed: every notebook
     assert not (cache / "marker").exists()
+
+
+def test_a_text_paste_with_markup_fails_the_build():
+    """book/_ext/glue_plain.py: TeX or Markdown emphasis in a {glue:text} value is caught (the
+    reader would see it raw), plain prose and arithmetic are not."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import glue_plain
+
+    for text in ("the selection $\\alpha$", "then *falls*, to 0.93", "rank \\alpha"):
+        assert glue_plain.markup_in(text) is not None, text
+    for text in ("0.9686", "2 * 3 = 6", "shape (*B, n)", "a*b*c", "what it is: observed (5 of 7)"):
+        assert glue_plain.markup_in(text) is None, text

@@ -104,3 +104,61 @@ def test_the_book_chapters_are_the_text_notebooks_of_the_toc():
     names = [p.stem for p in chapters]
     assert names[0] == "ch01_model" and "numerics" in names and "status" in names
     assert "intro" not in names and "claims" not in names and "references" not in names
+
+
+@pytest.mark.parametrize("source, quiet", [
+    ("plt.legend();", True), ("x = 1\nax.legend();  # a comment\n", True), ("ax.legend()", False),
+    ("f(a;b)", False), ("for i in range(2):\n    ax.plot(i);\n", True), ("%matplotlib inline\nx;", True),
+    ("s = 'a;'", False), ("", False)])
+def test_a_trailing_semicolon_is_read_as_ipython_reads_it(source, quiet):
+    assert notebook_cache.ends_with_semicolon(source) is quiet
+
+
+def test_store_drops_the_values_a_trailing_semicolon_hides(cache):
+    """nbval displays the value of a cell ending with ';' (it runs cells outside IPython's history);
+    the stored chapter shows what a plain execution shows: nothing for that cell, the value of a
+    cell without ';', and every printed output."""
+    nb = page(cache / "two.md", "print('kept'); 1 + 1;")
+    notebook = notebook_cache.read_chapter(nb)
+    result = {"output_type": "execute_result", "data": {"text/plain": "2"}, "metadata": {},
+              "execution_count": 1}
+    printed = {"output_type": "stream", "name": "stdout", "text": "kept\n"}
+    notebook_cache.store(nb, notebook, [[printed, result]], [0.1], producer="test")
+    with notebook_cache.locked_cache() as store:
+        stored = store.get_cache_bundle(notebook_cache.cached_record(store, notebook).pk).nb
+    outputs = [cell.outputs for cell in stored.cells if cell.cell_type == "code"][0]
+    assert [o["output_type"] for o in outputs] == ["stream"]
+    nb = page(cache / "three.md", "1 + 1")
+    notebook = notebook_cache.read_chapter(nb)
+    notebook_cache.store(nb, notebook, [[result]], [0.1], producer="test")
+    with notebook_cache.locked_cache() as store:
+        stored = store.get_cache_bundle(notebook_cache.cached_record(store, notebook).pk).nb
+    assert [o["output_type"] for c in stored.cells if c.cell_type == "code" for o in c.outputs] == \
+        ["execute_result"]
+
+
+def test_the_download_menu_offers_the_executed_notebook_with_its_outputs(cache):
+    """book/_ext/notebook_download.py writes the cached execution (outputs included), not MyST-NB's
+    output-folder copy, which for a cached chapter has no outputs."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import nbformat
+    import notebook_download
+
+    (cache / "book").mkdir()
+    source = page(cache / "book" / "ch.md", "print(2)")
+    notebook = notebook_cache.read_chapter(source)
+    printed = {"output_type": "stream", "name": "stdout", "text": "2\n"}
+    notebook_cache.store(source, notebook, [[printed]], [0.1], producer="test")
+    empty = cache / "jupyter_execute" / "book"
+    empty.mkdir(parents=True)
+    nbformat.write(notebook, empty / "ch.ipynb")                 # MyST-NB's copy: no outputs
+    app = SimpleNamespace(srcdir=str(cache), outdir=str(cache / "html"), env=SimpleNamespace(
+        metadata={"book/ch": {"kernelspec": {}}},
+        mystnb_config=SimpleNamespace(output_folder=str(cache / "jupyter_execute"))))
+    context = {}
+    notebook_download._offer_ipynb(app, "book/ch", None, context, None)
+    offered = nbformat.read(cache / "html" / "_sources" / "book" / "ch.ipynb", as_version=4)
+    assert context["ipynb_source"] == "book/ch.ipynb"
+    assert [o["text"] for c in offered.cells if c.cell_type == "code" for o in c.outputs] == ["2\n"]

@@ -68,6 +68,10 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
         head: ``LinearHead()`` (default: the problem's fixed ``v``), a trainable ``LinearHead(v)``
             (joint training, paper B) or an ``MLPHead``.
         reference: direction to track (same shape as ``attention.combined()``, or broadcastable).
+        log_every: record every ``log_every``-th step (and the last). The default records every
+            step, which the book's chapters index by step; on small problems it costs up to about
+            twice an unlogged run (``bench/bench_training.py`` prints both): pass 10 or 100 when
+            the trend is enough.
         eps, ridge: the authors' safeguards (the numerics appendix and chapter 3b); 0 = exact NGD.
         stable: re-centred softmax output (default) or the textbook formula.
         p: the exponent of the mirror-descent potential (``method="mirror"``), ``p > 1``.
