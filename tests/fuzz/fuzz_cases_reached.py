@@ -58,6 +58,15 @@ def cases(rng: random.Random) -> list[tuple[str, str, str, Callable]]:
     add("att_svm", "correct", "att_svm(problem) is att_svm(X, Z, opt)",
         checked(lambda: (A.att_svm(P), A.att_svm(P.X, P.Z, P.opt)),
                 lambda r: abs(r[0].objective - r[1].objective) == 0 and (r[0].W == r[1].W).all()))
+    add("att_svm", "correct", "att_svm(problem, alpha=...) is att_svm(problem, alpha)",
+        checked(lambda: (A.att_svm(P, alpha=P.opt), A.att_svm(P, P.opt)),
+                lambda r: (r[0].W == r[1].W).all()))
+    for dtype in (torch.float16, torch.bfloat16):
+        add("Problem", "dtype", f"a {dtype} problem", lambda t=dtype: A.Problem(P.X.to(t), P.Y, P.Z.to(t), P.v.to(t)))
+        add("Problem", "dtype", f"problem.to({dtype})", lambda t=dtype: P.to(dtype=t))
+    add("numerical_rank", "rank_tol", "rank_tol=1 (no singular value counts)", lambda: A.numerical_rank(W.W, rank_tol=1.0))
+    add("att_svm", "rank_tol", "rank_tol=1", lambda: A.att_svm(P, rank_tol=1.0))
+    add("reached_svm", "saturation", "saturation=1.0", lambda: A.reached_svm(W, P, saturation=1.0))
     # --- the dtype rule and the repr ---
     add("Problem", "correct", "float32 X with float64 Z and v: promoted to float64, not cast down",
         checked(lambda: A.Problem(P.X.float(), P.Y, P.Z, P.v),

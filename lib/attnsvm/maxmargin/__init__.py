@@ -27,14 +27,14 @@ from .next_token import (NTPData, NTPHistory, ntp_data, ntp_finite_part, ntp_gra
                          ntp_gradient_descent_batch, ntp_loss, ntp_project, ntp_svm)
 from .normsvm import matrix_norm, norm_svm
 from .nuclear import FirstOrderNuclear, NuclearDual, first_order_nuclear_svm, nuclear_dual
-from .reached import Reached, reached_svm
+from .reached import Reached, ReachedWarning, reached_svm
 from .selections import (KINDS, OUTCOMES, SVMCache, classify_selections, run_outcomes, selection_kind, svm_stack)
 from .solution_set import SolutionSetProbe, probe_solution_set
 from .svm import SVMResult, att_svm, att_svm_feasible, att_svms, is_locally_optimal, p_svm
 from ._svm_core import IllConditionedError, InfeasibleError
 from .svm_eq import svm_eq_fit
 __all__ = [
-    "Reached", "reached_svm",
+    "Reached", "ReachedWarning", "reached_svm",
     "constraint_features", "kkt_multipliers", "GenSVMResult", "finite_part", "gen_svm",
     "selected_sets", "GraphSVMResult", "TokenData", "graph_svm", "priority_graphs", "priority_sccs",
     "score_gaps", "token_data", "relaxed_p_svm", "v_svm", "NTPData", "NTPHistory", "ntp_data",

@@ -65,10 +65,11 @@ def _blocking_example(blocks: list[np.ndarray], diffs: np.ndarray, Z: np.ndarray
                     f"of the sequence (to float64 precision), so no "
                     f"{'query direction' if Z is not None else 'p'} exposes it")
         if not _feasible(np.concatenate(blocks[: i + 1])):
+            earlier = "example 0" if i == 1 else f"examples 0..{i - 1}"
             if Z is None:
-                return (f"example {i} conflicts with examples 0..{i - 1}: no single p exposes "
+                return (f"example {i} conflicts with {earlier}: no single p exposes "
                         "all their selected keys at once")
-            return (f"example {i} conflicts with examples 0..{i - 1} (the queries are linearly "
+            return (f"example {i} conflicts with {earlier} (the queries are linearly "
                     "dependent and ask for incompatible directions)")
     return "the solver reported infeasibility"
 

@@ -13,6 +13,7 @@ run depends on its hypotheses (start, step size), which this function cannot see
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -64,11 +65,15 @@ def reached_svm(attention: Attention, problem: Problem, saturation: float = 0.99
             dimension (then the problem has the same trials, or none).
         problem: the training set.
         saturation: the top-token probability every example needs for the run to count as
-            saturated (``Reached.saturated``); in (0, 1].
+            saturated (``Reached.saturated``); in (0.5, 1).
         norm: the SVM to compare with: ``"fro"`` (Att-SVM) or ``"nuc"`` (Att-SVM*); default
             ``"fro"`` for W and ``"nuc"`` for (K, Q), as paper A's theorems pair them.
 
-    Returns one :class:`Reached`, or a list of them (one per trial) for a batched run.
+    Returns one :class:`Reached`, or a list of them (one per trial) for a batched run. Warns
+    (:class:`ReachedWarning`) where the comparison is outside the results' hypotheses: an example
+    whose optimal token is tied (paper A assumes it unique; ``"global"`` then names the argmax's
+    tie-break), or a (K, Q) run of width ``m`` below the rank of its Att-SVM* solution (``K Q^T``
+    cannot reach that direction).
     """
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be an attnsvm Problem, got {type(problem).__name__}")
@@ -79,7 +84,7 @@ def reached_svm(attention: Attention, problem: Problem, saturation: float = 0.99
         norm = "nuc" if isinstance(attention, KQAttention) else "fro"
     _check_norm(norm)
     if check_saturation(saturation) is None:
-        raise ValueError("saturation must be a probability in (0, 1], got None")
+        raise ValueError("saturation must be a probability in (0.5, 1), got None")
     combined = attention.combined()
     trials = tuple(combined.shape[:-2])
     if len(trials) > 1 or len(problem.batch_shape) > 1:
@@ -94,18 +99,39 @@ def reached_svm(attention: Attention, problem: Problem, saturation: float = 0.99
     probabilities = attention.probabilities(problem)
     if not bool(torch.isfinite(probabilities).all()):
         raise ValueError("the attention's probabilities contain NaN: its parameters are not finite")
+    width = attention.K.shape[-1] if isinstance(attention, KQAttention) else None
     if not trials:
-        return _reached(problem, combined, probabilities, saturation, norm)
+        return _reached(problem, combined, probabilities, saturation, norm, width)
     return [_reached(problem.trial(b) if problem.batch_shape else problem, combined[b],
-                     probabilities[b], saturation, norm) for b in range(trials[0])]
+                     probabilities[b], saturation, norm, width) for b in range(trials[0])]
+
+
+class ReachedWarning(UserWarning):
+    """:func:`reached_svm` compared a run outside the hypotheses of the result it reads."""
+
+
+TIE_TOL = 1e-9
+"""Relative score gap below which two optimal tokens count as tied (:func:`reached_svm`)."""
 
 
 def _reached(problem: Problem, combined: torch.Tensor, probabilities: torch.Tensor,
-             saturation: float, norm: str) -> Reached:
+             saturation: float, norm: str, width: int | None) -> Reached:
     """:class:`Reached` of one instance from its run's combined parameter and probabilities."""
     top, selection = probabilities.max(dim=-1)
     selection = selection.cpu()
+    scores = problem.allowed_scores.detach().cpu().double()
+    best = scores.topk(2, dim=-1).values
+    tied = (best[..., 0] - best[..., 1]) <= TIE_TOL * best[..., 0].abs().clamp(min=1e-300)
+    if bool(tied.any()):
+        warnings.warn(f"example(s) {tied.nonzero().flatten().tolist()[:5]} have tied optimal tokens "
+                      "(score gap at rounding level): paper A's results assume a unique optimal "
+                      "token, and the kind 'global' names the argmax's tie-break", ReachedWarning,
+                      stacklevel=3)
     kind, svm = selection_kind(problem, selection, norm)
+    if width is not None and svm is not None and svm.rank > width:
+        warnings.warn(f"the Att-SVM* solution has rank {svm.rank} but K Q^T has width m = {width}: "
+                      "the run cannot reach that direction (paper A's (K, Q) results take m at "
+                      "least that rank)", ReachedWarning, stacklevel=3)
     if svm is None:
         similarity = float("nan")
     else:

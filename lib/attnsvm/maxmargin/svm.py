@@ -137,9 +137,9 @@ def _arguments(X, Z, alpha, mask) -> tuple:
     """``att_svm``'s two calling forms reduced to arrays ``(X, Z, alpha, mask)``."""
     if isinstance(X, Problem):
         problem = X
-        if alpha is not None:
-            raise TypeError("att_svm(problem, alpha): pass the selection once, as the second "
-                            "argument (the problem holds Z)")
+        if alpha is not None and Z is not None:
+            raise TypeError("att_svm(problem, alpha): pass the selection once (the problem holds Z)")
+        Z = alpha if Z is None else Z
         if problem.batch_shape:
             raise ValueError(f"att_svm takes one instance, got a problem with trials "
                              f"{tuple(problem.batch_shape)}: use att_svms(problem, alpha) or "
@@ -257,6 +257,8 @@ def _check_options(norm, rank_tol, support_tol, solver) -> tuple[float, float]:
     if norm not in ("fro", "nuc"):
         raise ValueError(f"norm must be 'fro' or 'nuc', got {norm!r}")
     _check_solver(solver)
+    if rank_tol == 1.0:
+        raise ValueError("rank_tol must be below 1: at 1 no singular value counts (every rank reads 0)")
     return (check_positive(rank_tol, "rank_tol", upper=1.0),
             check_positive(support_tol, "support_tol", upper=1.0))
 

@@ -12,10 +12,11 @@ The dtype rule (one for every entry point): a :class:`Problem` takes the widest 
 to it, so no input loses precision; that dtype is the precision of every computation on the
 problem.
 Trained parameters (an attention's, a trainable head's ``v``) are never cast: one of another
-dtype or device is refused (:func:`check_like_problem`), naming both and the ``.to(...)`` that
+dtype or device is refused, naming both and the ``.to(...)`` that
 fixes it. Fixed data handed with it (a reference direction, a cone, the tensors of an
 ``MLPHead`` or ``PenalizedHead``, a start given as an array) is read in the problem's dtype. The
-SVM solvers (``att_svm`` and the others) take arrays, not a Problem, and solve in float64.
+SVM solvers (``att_svm``, ``att_svms``, ``att_svm_feasible`` and the others) take a Problem or
+arrays and solve in float64. Only float64 and float32 are accepted (half precisions are refused).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class Problem:
 
     def __post_init__(self) -> None:
         X = as_tensor(self.X, "X")
-        dtype, device = _widest(X, self.Z, self.v), X.device
+        dtype, device = check_dtype(_widest(X, self.Z, self.v), "the problem's dtype"), X.device
         X = X.to(dtype)
         Y = as_tensor(self.Y, "Y", dtype=dtype, device=device)
         Z = as_tensor(self.Z, "Z", dtype=dtype, device=device)
@@ -115,18 +116,22 @@ class Problem:
     # --- sizes -------------------------------------------------------------------------------
     @property
     def batch_shape(self) -> tuple[int, ...]:
+        """The trials shape ``B`` (``()`` for one instance)."""
         return tuple(self.X.shape[:-3])
 
     @property
     def n(self) -> int:
+        """The number of examples (sequences)."""
         return self.X.shape[-3]
 
     @property
     def T(self) -> int:
+        """The number of tokens per sequence."""
         return self.X.shape[-2]
 
     @property
     def d(self) -> int:
+        """The token dimension."""
         return self.X.shape[-1]
 
     # --- scores ------------------------------------------------------------------------------

@@ -83,6 +83,8 @@ def numerical_rank(W, rank_tol: float = RANK_TOL) -> torch.Tensor:
     """
     W = as_tensor(W, "W", dtype=None)
     rank_tol = check_positive(rank_tol, "rank_tol", upper=1.0)
+    if rank_tol == 1.0:
+        raise ValueError("rank_tol must be below 1: at 1 no singular value counts (every rank reads 0)")
     if W.ndim < 2 or not W.numel():
         raise ValueError(f"W must be a matrix (..., d, k) with d, k >= 1, got {tuple(W.shape)}")
     top = W.abs().amax((-2, -1), keepdim=True)

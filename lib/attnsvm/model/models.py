@@ -92,6 +92,7 @@ class WAttention(Attention):
     @classmethod
     def zeros(cls, d: int, trials: int | None = None, dtype: torch.dtype = DEFAULT_DTYPE,
               device: str | torch.device = "cpu") -> "WAttention":
+        """``W = 0`` of shape ``(d, d)`` (or ``(trials, d, d)``): paper A's start for W."""
         d = check_count(d, "d", 1)
         lead = () if trials is None else (check_count(trials, "trials", 1),)
         return cls(torch.zeros(*lead, d, d, dtype=check_dtype(dtype), device=get_device(device)))

@@ -62,7 +62,7 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             of the problem's dtype and device (the dtype rule of :mod:`attnsvm.model.data`: parameters
             are not cast; ``reference`` is read in the problem's dtype).
         problem: the training set: with the parameters' trials shape, or without trials (then
-            every trial trains on it, as on ``repeat_instance``). Parameters without the
+            every trial trains on it, as on ``attnsvm.studies.repeat_instance``). Parameters without the
             problem's trials are refused: one model shared by ``B`` trials would descend the sum
             of their risks.
         head: ``LinearHead()`` (default: the problem's fixed ``v``), a trainable ``LinearHead(v)``

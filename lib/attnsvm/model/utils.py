@@ -102,9 +102,14 @@ def check_available(resolved: torch.device, asked: Any = None) -> None:
 
 
 def check_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
-    """A floating-point ``torch.dtype`` (float64 is the book's default)."""
+    """``torch.float64`` (the library's default) or ``torch.float32``: the two precisions the
+    library's numerics are written and tested for (float16 and bfloat16 underflow the saturated
+    softmax's gradients long before the theory's regime)."""
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"{name} must be a floating torch dtype such as torch.float64, got {dtype!r}")
+    if dtype not in (torch.float64, torch.float32):
+        raise ValueError(f"{name} must be torch.float64 or torch.float32, got {dtype} (half "
+                         "precisions are not supported: cast with .double() or .float())")
     return dtype
 
 
@@ -187,8 +192,8 @@ def check_finite(tensor: torch.Tensor, name: str) -> None:
     bad = ~torch.isfinite(tensor)
     if bool(bad.any()):
         index = tuple(int(i) for i in bad.nonzero()[0])
-        raise ValueError(f"{name} contains NaN or inf (first at index {index}); "
-                         "clean the data or lower the step size")
+        raise ValueError(f"{name} contains NaN or inf (first at index {index}): clean the data "
+                         "(for a trained parameter: the run diverged, lower the step size)")
 
 
 def check_shape(tensor: torch.Tensor, name: str, expected: tuple[int | None, ...],
