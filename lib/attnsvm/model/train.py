@@ -79,8 +79,9 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             (``1/p + 1/q = 1``), the step of Julistiono, Tarzanagh and Azizan's analysis, instead
             of its Frobenius norm (the default).
         max_step: the longest update allowed (all blocks together, per trial); None = no cap. The
-            Polyak step needs one on runs heading for a locally optimal selection: there
-            ``L - L*`` stays positive while the gradient vanishes, so the step grows without bound.
+            Polyak step needs one on runs that saturate on any selection other than ``opt``
+            (locally optimal or not, possibly within the first ~10 steps): there ``L - L*`` stays
+            positive while the gradient vanishes, so the step grows without bound (chapter 4).
             On a global run the Polyak step becomes exactly 0 once the logit gaps pass ~745: the
             gradient underflows in float64 (``L - L*`` is then subnormal, or 0).
         warn: emit a :class:`FrozenWarning` when some trial froze (``History.frozen``: every update
