@@ -79,9 +79,10 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
             (``1/p + 1/q = 1``), the step of Julistiono, Tarzanagh and Azizan's analysis, instead
             of its Frobenius norm (the default).
         max_step: the longest update allowed (all blocks together, per trial); None = no cap. The
-            Polyak step needs one on runs that saturate on any selection other than ``opt``
-            (locally optimal or not, possibly within the first ~10 steps): there ``L - L*`` stays
-            positive while the gradient vanishes, so the step grows without bound (chapter 4).
+            Polyak step needs one on runs that stay saturated on a selection other than ``opt``
+            (a locally optimal one keeps them there; from one that is not, a run may leave):
+            there ``L - L*`` stays positive while the gradient vanishes, so the step grows
+            without bound, possibly within the first ~10 steps (chapter 4).
             On a global run the Polyak step becomes exactly 0 once the logit gaps pass ~745: the
             gradient underflows in float64 (``L - L*`` is then subnormal, or 0).
         warn: emit a :class:`FrozenWarning` when some trial froze (``History.frozen``: every update
