@@ -79,6 +79,42 @@ def test_gen_svm_infeasible_names_the_example():
         A.gen_svm(X, Z, mask)
 
 
+def _near_degenerate(delta):
+    """Two selected tokens and a third at (0.5 - delta)(1, 1): feasible for delta > 0, with a
+    norm ~ 1 / delta; infeasible at delta = 0 (the third token is their average)."""
+    X = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.5 - delta, 0.5 - delta]]], dtype=F64)
+    return X, torch.tensor([[1.0, 1.0]], dtype=F64), torch.tensor([[True, True, False]])
+
+
+@pytest.mark.parametrize("delta", [1e-6, 1e-8, 1e-10])
+def test_gen_svm_solves_feasible_nearly_degenerate_sets(delta):
+    X, Z, sets = _near_degenerate(delta)
+    result = A.gen_svm(X, Z, sets)
+    logits = X[0] @ result.W @ Z[0]
+    assert abs(float(logits[0] - logits[1])) <= 1e-6 * float(logits.abs().max())
+    assert float(logits[0] - logits[2]) >= 1 - 1e-6
+    assert 0.2 / delta <= float(result.W.norm()) <= 2 / delta      # ~ 1 / (2 delta) * sqrt(2)
+
+
+@pytest.mark.parametrize("delta", [3e-11, 1e-12])
+def test_gen_svm_grey_zone_is_undecided_not_infeasible(delta):
+    """Feasible, but only with a norm ~1e11-1e12: float64 cannot tell this from rounding noise of
+    an infeasible problem, so it must not answer "infeasible" (it did: InfeasibleError)."""
+    X, Z, sets = _near_degenerate(delta)
+    with pytest.raises(A.IllConditionedError, match="cannot decide"):
+        A.gen_svm(X, Z, sets)
+
+
+def test_gen_svm_exactly_degenerate_and_mixed_batches_are_infeasible():
+    X, Z, sets = _near_degenerate(0.0)
+    with pytest.raises(A.InfeasibleError, match="example 0"):
+        A.gen_svm(X, Z, sets)
+    grey, exact = _near_degenerate(3e-11), _near_degenerate(0.0)   # one example decides it
+    X = torch.cat([grey[0], exact[0]])
+    with pytest.raises(A.InfeasibleError, match="example 1"):
+        A.gen_svm(X, torch.cat([grey[1], exact[1]]), torch.cat([grey[2], exact[2]]))
+
+
 def test_finite_part_reproduces_the_log_ratios():
     P = A.random_problem(3, 5, 6, generator=A.set_seed(31))
     mask = torch.zeros(3, 5, dtype=torch.bool)

@@ -58,6 +58,18 @@ def test_study_recomputed_independently(small):
     assert small.curves["eq"].shape == (len(small.kind), 5) and small.steps.tolist() == [0, 100, 200, 300, 400]
 
 
+def test_runs_are_named_and_unpack_like_a_tuple(small):
+    runs = small.runs
+    assert isinstance(runs, A.studies.A6Runs) and runs._fields == (
+        "X", "Y", "Z", "V", "W_last", "W_dir", "sets")
+    X, Y, Z, V, W_last, W_dir, sets = runs
+    B = small.kind.shape[0]
+    assert X is runs.X and sets is runs.sets and X.shape[0] == B == W_dir.shape[0]
+    n, T, d = X.shape[1:]
+    assert Y.shape == (B, n) and Z.shape == (B, n, d) and V.shape == (B, d, d)
+    assert W_last.shape == (B, d, d) and sets.shape == (B, n, T) and sets.dtype == torch.bool
+
+
 def test_study_is_deterministic():
     a = A.studies.a6_study(4, 3, A.set_seed(7), steps=200, every=100)
     b = A.studies.a6_study(4, 3, A.set_seed(7), steps=200, every=100)

@@ -171,6 +171,10 @@ def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None, relaxed=None) 
     Raises:
         InfeasibleError: no W keeps every set's logits equal and 1 above every masked token; the
             message names the first example that cannot be added to the earlier ones.
+        IllConditionedError: float64 cannot decide: the sets are infeasible only through a margin
+            constraint whose part outside the equalities is 1e-13 to 1e-10 of its length (a
+            feasible problem there would need a norm near float64's limit), or the solution found
+            misses its constraints by more than 1e-6.
     """
     support_tol = check_positive(support_tol, "support_tol", upper=1.0)
     X, Z = _check_data(X, Z)
@@ -192,7 +196,13 @@ def _gen_svm(X: np.ndarray, Z: np.ndarray, sets: np.ndarray, visible: np.ndarray
     if not A.size:
         raise ValueError("no margin constraint: every example keeps all the tokens it sees (or is "
                          "relaxed), so Gen-SVM has no direction (only equalities)")
-    coefficients, basis = _solve_reduced(E, A, d)
+    coefficients, basis, undecided = _solve_reduced(E, A, d)
+    if coefficients is None and undecided:
+        raise IllConditionedError(
+            "Gen-SVM: float64 cannot decide feasibility: a margin constraint is nearly implied by the "
+            "equalities (its part outside them is between 1e-13 and 1e-10 of its length), so the sets "
+            "are infeasible or feasible only with a norm near float64's limit; perturb or rescale the "
+            "tokens, or treat the sets as degenerate")
     if coefficients is None:
         raise InfeasibleError("Gen-SVM is infeasible: " + _blocking(X, Z, sets, visible))
     W = (basis @ coefficients).reshape(d, d)
@@ -210,26 +220,35 @@ def _gen_svm(X: np.ndarray, Z: np.ndarray, sets: np.ndarray, visible: np.ndarray
                         selected=torch.from_numpy(sets))
 
 
-def _solve_reduced(E: np.ndarray, A: np.ndarray, d: int) -> tuple[np.ndarray | None, np.ndarray]:
+def _solve_reduced(E: np.ndarray, A: np.ndarray,
+                   d: int) -> tuple[np.ndarray | None, np.ndarray, bool]:
     """The least-norm ``c`` with ``A N c >= 1`` for ``N`` an orthonormal basis of ``{E w = 0}``
-    (None if infeasible). A projected row below 1e-10 of its original length is rounding noise
-    of a row the equalities annihilate: it is set to 0 (so ``0 >= 1`` reads as infeasible)."""
+    (None if infeasible), the basis, and whether the verdict is undecided in float64. A projected
+    row below 1e-10 of its original length is taken as rounding noise of a row the equalities
+    annihilate and set to 0 (so ``0 >= 1`` reads as infeasible); one between 1e-13 and 1e-10 may
+    be a real, tiny part (a feasible problem with a huge norm): such rows make an infeasible
+    verdict undecided."""
     basis = _null_space(E, d * d)
     if not basis.shape[1]:
-        return None, basis
+        return None, basis, False
     reduced = A @ basis
-    lengths = np.linalg.norm(A, axis=1)
-    reduced[np.linalg.norm(reduced, axis=1) <= 1e-10 * lengths] = 0.0
-    if not np.abs(reduced).max() > 0:
-        return None, basis
-    return _min_norm_point(reduced), basis
+    relative = np.linalg.norm(reduced, axis=1) / np.linalg.norm(A, axis=1)
+    grey = (relative <= 1e-10) & (relative > 1e-13)
+    reduced[relative <= 1e-10] = 0.0
+    coefficients = _min_norm_point(reduced) if np.abs(reduced).max() > 0 else None
+    if coefficients is None and grey.any():       # infeasible only through the grey rows?
+        rest = reduced[~grey]
+        decided = rest.size and not (np.abs(rest).max() > 0 and _min_norm_point(rest) is not None)
+        return None, basis, not decided
+    return coefficients, basis, False
 
 
 def _feasible_sets(X: np.ndarray, Z: np.ndarray, mask: np.ndarray, visible: np.ndarray) -> bool:
     E, A, _ = _rows(X, Z, mask, visible)
     if not A.size:
         return True
-    return _solve_reduced(E, A, X.shape[2])[0] is not None
+    coefficients, _, undecided = _solve_reduced(E, A, X.shape[2])
+    return coefficients is not None or undecided      # undecided: not the one to blame
 
 
 def _blocking(X: np.ndarray, Z: np.ndarray, mask: np.ndarray, visible: np.ndarray) -> str:

@@ -18,7 +18,7 @@ nothing in the library imports it, except the top-level package that makes it re
 from .a4 import (A4_D, A4_PAPER, A4Comparison, a4_budgets, a4_compare, a4_grid, a4_runs, a4_seed, ngd_outcomes,
                  outcome_counts, outcomes_by_threshold, seeded_instances)
 from .a5 import A5_D, A5_INSTANCES, A5_SETTINGS, RankRow, a5_instances, a5_rank_study, rank_rows
-from .a6 import A6Study, a6_study, attention_probabilities, gen_svm_violation
+from .a6 import A6Runs, A6Study, a6_study, attention_probabilities, gen_svm_violation
 from .basin import (TrapInstance, angle_between, basin_labels, basin_map, empirical_cones, initial_gradient_norms,
                     local_trap_instance, polar_starts, repeat_instance)
 from .digits import (TranslatedDigits, digit_patches, logistic_cv_accuracy, patch_tokens, place_on_canvas,
@@ -42,7 +42,7 @@ __all__ = [
     "A4_D", "A4_PAPER", "A4Comparison", "a4_budgets", "a4_compare", "a4_grid", "a4_runs", "a4_seed",
     "ngd_outcomes", "outcome_counts", "outcomes_by_threshold", "seeded_instances",
     "A5_D", "A5_INSTANCES", "A5_SETTINGS", "RankRow", "a5_instances", "a5_rank_study", "rank_rows",
-    "A6Study", "a6_study", "attention_probabilities", "gen_svm_violation", "TrapInstance",
+    "A6Runs", "A6Study", "a6_study", "attention_probabilities", "gen_svm_violation", "TrapInstance",
     "angle_between", "basin_labels", "basin_map", "empirical_cones", "initial_gradient_norms",
     "local_trap_instance", "polar_starts", "repeat_instance", "TranslatedDigits", "digit_patches",
     "logistic_cv_accuracy", "patch_tokens", "place_on_canvas", "translated_digits", "NormSVMCache",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -30,6 +31,22 @@ A6_PLAN = {4: 0.2, 6: 0.09, 8: 0.043, 10: 0.019}  # planning guesses of the acce
 COUNTS = ("drawn", "skipped", "trained", "ambiguous", "nothing_masked", "clear", "failed", "accepted",
           "full", "one_token")
 KIND_NAMES = {0: "all single-token", 1: "several, no full set", 2: "some input keeps all"}
+
+
+class A6Runs(NamedTuple):
+    """The curve runs of an :class:`A6Study`, stacked along a leading run axis ``B``, to continue
+    them (book chapter 6): tokens ``X (B, n, T, d)``, labels ``Y (B, n)``, queries ``Z (B, n, d)``,
+    ReLU-head weights ``V (B, d, d)`` (:func:`a6_draw`), the last iterate
+    ``W_last (B, d, d)``, the Gen-SVM direction ``W_dir (B, d, d)`` and the kept sets
+    ``sets (B, n, T)`` (True = kept). A tuple: ``X, Y, Z, V, W_last, W_dir, sets = runs`` works."""
+
+    X: torch.Tensor
+    Y: torch.Tensor
+    Z: torch.Tensor
+    V: torch.Tensor
+    W_last: torch.Tensor
+    W_dir: torch.Tensor
+    sets: torch.Tensor
 
 
 def attention_probabilities(W, X, Z) -> torch.Tensor:
@@ -98,7 +115,7 @@ class A6Study:
         norms: ``||W_last||_F`` of the accepted (curve) runs, ``"acc"``, the ambiguous ones, ``"amb"``,
             and those with nothing masked, ``"none"``.
         violation: the largest Gen-SVM constraint violation of an accepted run's direction.
-        runs: the curve runs' ``(X, Y, Z, V, W_last, W_dir, sets)``, stacked, to continue them.
+        runs: the curve runs, stacked (:class:`A6Runs`: ``X, Y, Z, V, W_last, W_dir, sets``).
         train_s, solve_s: seconds spent training and solving.
     """
 
@@ -112,7 +129,7 @@ class A6Study:
     rejected_one: torch.Tensor
     norms: dict
     violation: float
-    runs: tuple
+    runs: A6Runs
     train_s: float
     solve_s: float
 
@@ -251,5 +268,5 @@ def a6_study(d: int, n_accepted: int, generator: torch.Generator | None = None, 
                    late_move=torch.cat(late_move),
                    rejected_one=torch.tensor(rejected, dtype=f64),
                    norms={k: torch.cat(v) if v else torch.zeros(0, dtype=f64) for k, v in norms.items()},
-                   violation=max(worst), runs=tuple(torch.stack(t) for t in zip(*runs)),
+                   violation=max(worst), runs=A6Runs(*(torch.stack(t) for t in zip(*runs))),
                    train_s=train_s, solve_s=solve_s)
