@@ -1,4 +1,4 @@
-"""Gen-SVM, the finite part and the SVM-eq fit (paper A, nonlinear heads; THEORY.md section 3)."""
+"""Gen-SVM, the finite part and the SVM-eq fit (paper A, nonlinear heads)."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""The v-SVM and the relaxed p-SVM of joint (v, p) training (paper B; THEORY.md section 3)."""
+"""The v-SVM and the relaxed p-SVM of joint (v, p) training (paper B)."""
 
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ F64 = torch.float64
 
 
 def _b3(third):
-    """Paper B's joint-training instance (THEORY.md B3): W = I, so the keys are the tokens."""
+    """Paper B's joint-training instance (B3): W = I, so the keys are the tokens."""
     X = torch.tensor([[[0.0, 0.0], [1.0, 1.0]], [[0.0, 0.0], [1.0, -1.0]], [[0.0, 0.0], third]],
                      dtype=F64)
     return X, torch.tensor([1.0, -1.0, 1.0], dtype=F64)

@@ -1,5 +1,5 @@
 """Token masks and sequence (every position a query) / causal attention (paper A's sequence
-extension; THEORY.md section 3)."""
+extension)."""
 
 import pytest
 import torch
