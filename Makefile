@@ -57,6 +57,7 @@ $(STAMP): requirements.txt pyproject.toml
 book: setup
 	OMP_NUM_THREADS=1 $(PY) tools/execute_chapters.py --jobs $(JOBS) $(CHAPTERS)
 	OMP_NUM_THREADS=1 $(VENV)/bin/jupyter-book build -W -n --keep-going $(BOOKFLAGS) .
+	$(PY) tools/student_edition.py --index --output _build/html/student
 	$(MAKE) --no-print-directory notebooks
 	@echo "Book: file://$(CURDIR)/_build/html/index.html  (notebooks: $(NB_DIR)/)"
 
@@ -79,6 +80,7 @@ serve:
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html
 
 student: setup
+	OMP_NUM_THREADS=1 $(PY) tools/execute_chapters.py --jobs $(JOBS) $(CHAPTERS)
 	rm -rf $(STUDENT_DIR)
 	$(PY) tools/student_edition.py --output $(STUDENT_DIR)
 

@@ -187,6 +187,27 @@ def chapter_times(paths: Sequence[Path]) -> list[dict]:
 
 
 GLUE_MIME = "application/papermill.record/text/plain"
+GLUE_MARKDOWN = "application/papermill.record/text/markdown"
+
+
+def glued_data(path: Path) -> dict[str, str] | None:
+    """The raw data chapter ``path`` glued (MyST-NB ``glue``), per key: its text/markdown where it
+    was glued as Markdown, else its text/plain repr, read from its cached execution; None when the
+    chapter is not cached."""
+    with locked_cache(clear_stale=False) as cache:
+        record = None if cache is None else cached_record(cache, read_chapter(path))
+        if record is None:
+            return None
+        notebook = cache.get_cache_bundle(record.pk).nb
+    data = {}
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            bundle = output.get("data", {})
+            text = bundle.get(GLUE_MARKDOWN, bundle.get(GLUE_MIME))
+            if name is not None and text is not None:
+                data[name] = text
+    return data
 
 
 def glued_values(path: Path) -> dict[str, str] | None:
@@ -194,21 +215,14 @@ def glued_values(path: Path) -> dict[str, str] | None:
     without their quotes), read from its cached execution; None when it is not cached."""
     import ast
 
-    with locked_cache(clear_stale=False) as cache:
-        record = None if cache is None else cached_record(cache, read_chapter(path))
-        if record is None:
-            return None
-        notebook = cache.get_cache_bundle(record.pk).nb
+    data = glued_data(path)
+    if data is None:
+        return None
     values = {}
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []):
-            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
-            text = output.get("data", {}).get(GLUE_MIME)
-            if name is None or text is None:
-                continue
-            try:
-                value = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
-                value = text
-            values[name] = value if isinstance(value, str) else text
+    for name, text in data.items():
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+        values[name] = value if isinstance(value, str) else text
     return values

@@ -1,11 +1,17 @@
 """Student edition of the book: every chapter as a ``.ipynb`` with the exercise solutions removed.
 
-    python tools/student_edition.py [--output DIR] [CHAPTER.md ...]      (``make student``)
+    python tools/student_edition.py [--output DIR] [--keep-myst] [CHAPTER.md ...]   (``make student``)
 
 A chapter is a MyST-Markdown text notebook (``book/chNN_*.md`` with a jupytext front matter); by
 default every such chapter is converted, into ``_build/student/``. Each chapter is read with jupytext,
 every solution is removed from its markdown cells and the notebook is written as ``.ipynb``; the
-exercises, all other text and every code cell are kept as they are.
+exercises, all other text and every code cell are kept. The Markdown is then written as plain
+Markdown (``tools/plain_markdown.py``), so that the notebook reads as the book does in Jupyter,
+Colab or VS Code: glued numbers become the values of the book's build (read from its execution
+cache: ``make student`` executes the chapters it lacks first), references the titles of their
+targets, theorem boxes and exercises quoted blocks. ``--keep-myst`` keeps the MyST markup instead
+(for JupyterLab with the jupyterlab-myst extension; glued numbers then show only after the
+notebook is run).
 
 A solution is a sphinx-exercise directive written as a MyST fence, with backticks or colons::
 
@@ -177,15 +183,72 @@ def default_chapters(book: Path = ROOT / "book") -> list[Path]:
     return [path for path in paths if path.exists() and is_chapter(path)]
 
 
-def student_edition(chapter: Path, output: Path) -> tuple[Path, int]:
+def render_plain(notebook: nbformat.NotebookNode, chapter: Path, targets=None) -> None:
+    """Rewrite the Markdown cells of ``notebook`` (the chapter ``chapter``) as plain Markdown, with
+    the glued values of the book's execution cache; a first cell says what the notebook is."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import notebook_cache
+    import plain_markdown
+
+    book = chapter.resolve().parent
+    targets = targets or plain_markdown.Targets.of_book(book)
+    pages: dict[str, dict] = {}
+
+    def values(page: str, key: str) -> str:
+        name = Path(page).stem if page else chapter.stem
+        if name not in pages:
+            data = notebook_cache.glued_data((book / f"{name}.md").resolve())
+            if data is None:
+                raise StudentEditionError(f"{name}.md is not in the book's execution cache, so its "
+                                          "numbers are unknown: run `make book` (or `make student`, "
+                                          "which executes the missing chapters) first")
+            pages[name] = data
+        return pages[name][key]
+
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            try:
+                cell.source = plain_markdown.render(cell.source, values, targets)
+            except plain_markdown.PlainMarkdownError as error:
+                raise StudentEditionError(str(error)) from None
+    notebook.cells.insert(0, nbformat.v4.new_markdown_cell(
+        f"*Student edition of the chapter \"{targets.pages.get(chapter.stem, chapter.stem)}\" of the "
+        "book attnsvm: the exercises without their solutions. The numbers in the text are those of "
+        "the book's build; run the cells in order (Kernel, Restart and run all) to compute your own. "
+        "Needs the attnsvm library: from the book's repository, `make setup`, then "
+        "`.venv/bin/jupyter lab` in the folder of this notebook.*"))
+
+
+def student_edition(chapter: Path, output: Path, plain: bool = True) -> tuple[Path, int]:
     """Write the student ``.ipynb`` of one chapter into ``output``; return its path and the number
-    of solutions removed."""
+    of solutions removed. ``plain``: Markdown rewritten as plain Markdown (:func:`render_plain`)."""
     notebook = jupytext.read(chapter, fmt="md:myst")
     removed = strip_solutions(notebook)
+    if plain:
+        render_plain(notebook, chapter)
     output.mkdir(parents=True, exist_ok=True)
     target = output / f"{chapter.stem}.ipynb"
     jupytext.write(notebook, target, fmt="ipynb")
     return target, removed
+
+
+def write_index(output: Path, written: list[tuple[Path, str]]) -> Path:
+    """An ``index.html`` in ``output`` linking each student notebook (``make book`` puts the
+    edition on the website, under ``student/``)."""
+    import html
+
+    items = "\n".join(f'<li><a href="{html.escape(path.name)}" download>{html.escape(title)}</a> '
+                      f"(<code>{html.escape(path.name)}</code>)</li>" for path, title in written)
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>attnsvm: student "
+            "notebooks</title></head><body>\n<h1>attnsvm: the student notebooks</h1>\n<p>Every chapter "
+            "as a Jupyter notebook with its exercises and without their solutions; the text is plain "
+            "Markdown, with the numbers of this build of the book. To run them: clone the book's "
+            "repository, <code>make setup</code>, put the notebooks in the repository's folder and "
+            "open them with <code>.venv/bin/jupyter lab</code> (or in any Jupyter with the "
+            f"<code>attnsvm</code> library installed).</p>\n<ul>\n{items}\n</ul>\n</body></html>\n")
+    target = output / "index.html"
+    target.write_text(page, encoding="utf-8")
+    return target
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,19 +257,30 @@ def main(argv: list[str] | None = None) -> int:
                         help="chapter text notebooks (default: every book/ch*.md and the appendices)")
     parser.add_argument("-o", "--output", type=Path, default=DEFAULT_OUTPUT,
                         help=f"folder for the .ipynb files (default: {DEFAULT_OUTPUT.relative_to(ROOT)})")
+    parser.add_argument("--keep-myst", action="store_true",
+                        help="keep the MyST markup (for JupyterLab with jupyterlab-myst) instead of "
+                             "plain Markdown with the build's numbers")
+    parser.add_argument("--index", action="store_true",
+                        help="also write an index.html that links the notebooks (for the website)")
     args = parser.parse_args(argv)
     chapters = args.chapters or default_chapters()
     if not chapters:
         parser.error("no chapter found")
+    written = []
     for chapter in chapters:
         if not is_chapter(chapter):
             parser.error(f"{chapter} is not a text notebook (no jupytext front matter with a kernelspec)")
         try:
-            target, removed = student_edition(chapter, args.output)
+            target, removed = student_edition(chapter, args.output, plain=not args.keep_myst)
         except StudentEditionError as error:
             print(f"{chapter}: {error}", file=sys.stderr)
             return 1
         print(f"{chapter}: {removed} solution(s) removed -> {target}")
+        title = next((line[2:].strip() for line in chapter.read_text(encoding="utf-8").splitlines()
+                      if line.startswith("# ")), chapter.stem)
+        written.append((target, title))
+    if args.index:
+        print(f"index -> {write_index(args.output, written)}")
     return 0
 
 

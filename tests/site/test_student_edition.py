@@ -164,7 +164,7 @@ def synthetic(tmp_path) -> Path:
 
 def test_synthetic_chapter(synthetic, tmp_path):
     out = tmp_path / "student"
-    assert student_edition.main(["--output", str(out), str(synthetic)]) == 0
+    assert student_edition.main(["--output", str(out), "--keep-myst", str(synthetic)]) == 0
     student = nbformat.read(out / "ch99_synthetic.ipynb", as_version=4)
     nbformat.validate(student)
     text = _markdown(student)
@@ -283,7 +283,7 @@ def _exercise_code(notebook) -> list[str]:
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
 def test_real_chapter(chapter, tmp_path):
     source = jupytext.read(chapter, fmt="md:myst")
-    target, removed = student_edition.student_edition(chapter, tmp_path)
+    target, removed = student_edition.student_edition(chapter, tmp_path, plain=False)
     student = nbformat.read(target, as_version=4)
     nbformat.validate(student)
     source_text, student_text = _markdown(source), _markdown(student)
@@ -302,7 +302,7 @@ def test_real_chapter_leaks_no_solution(chapter, tmp_path):
     """No answer in the student edition: a solution's code cell (which asserts and glues its
     numbers) must be inside a gated solution, so that the student edition drops it."""
     source = jupytext.read(chapter, fmt="md:myst")
-    target, _ = student_edition.student_edition(chapter, tmp_path)
+    target, _ = student_edition.student_edition(chapter, tmp_path, plain=False)
     student = nbformat.read(target, as_version=4)
     assert _ungated_solution_code(source) == [], "a {solution} followed by its code: gate it"
     assert _exercise_code(student) == []
