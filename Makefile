@@ -28,6 +28,7 @@ STAMP  := $(VENV)/.stamp
 NB_DIR := _build/html/_notebooks
 STUDENT_DIR := _build/student
 PDF    := _build/pdf/attnsvm.pdf
+PAPER  ?= letter
 BOOKFLAGS ?=
 # kernels (chapters) executed at a time by `make test` and `make book`
 JOBS   ?= 2
@@ -91,7 +92,7 @@ pdf:
 	$(MAKE) --no-print-directory setup
 	OMP_NUM_THREADS=1 $(PY) tools/execute_chapters.py --jobs $(JOBS) $(CHAPTERS)
 	OMP_NUM_THREADS=1 $(VENV)/bin/jupyter-book build -W -n --keep-going --builder singlehtml $(BOOKFLAGS) .
-	$(PY) tools/print_pdf.py --chromium "$(CHROMIUM)" _build/singlehtml/index.html $(PDF)
+	$(PY) tools/print_pdf.py --chromium "$(CHROMIUM)" --paper $(PAPER) _build/singlehtml/index.html $(PDF)
 
 bench: setup
 	for f in bench/*.py; do \

@@ -52,6 +52,22 @@ def chromium_command(chromium: str, html: Path, pdf: Path, profile: Path, budget
     ]
 
 
+PAPER = {"letter": "letter", "a4": "A4"}
+
+
+def with_paper(html: Path, paper: str) -> Path:
+    """A copy of the page beside it (so that its relative links still resolve) whose first style
+    sets the paper size; the caller deletes it."""
+    text = html.read_text(encoding="utf-8")
+    style = f"<style>@page {{ size: {PAPER[paper]}; }}</style>"
+    head = text.find("<head>")
+    if head < 0:
+        raise ValueError(f"{html}: no <head> to put the paper size in")
+    copy = html.with_name(f".{html.stem}-{paper}{html.suffix}")
+    copy.write_text(text[:head + 6] + style + text[head + 6:], encoding="utf-8")
+    return copy
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("html", type=Path, help="the one-page HTML book (singlehtml index.html)")
@@ -59,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chromium", default=None,
                         help="Chromium or Chrome executable (default: the first of "
                              f"{', '.join(CANDIDATES)} on PATH)")
+    parser.add_argument("--paper", choices=sorted(PAPER), default="letter",
+                        help="paper size (default: letter; `make pdf PAPER=a4`)")
     parser.add_argument("--budget-ms", type=int, default=120_000,
                         help="virtual time the page gets to finish its scripts (default: 120000)")
     parser.add_argument("--timeout", type=int, default=900, help="wall-clock limit in seconds")
@@ -77,13 +95,16 @@ def main(argv: list[str] | None = None) -> int:
     args.pdf.parent.mkdir(parents=True, exist_ok=True)
     partial = args.pdf.with_suffix(".partial.pdf")
     partial.unlink(missing_ok=True)
+    page = with_paper(args.html, args.paper)
     with tempfile.TemporaryDirectory(prefix="attnsvm-chromium-") as profile:
-        command = chromium_command(chromium, args.html, partial, Path(profile), args.budget_ms)
+        command = chromium_command(chromium, page, partial, Path(profile), args.budget_ms)
         try:
             run = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
         except subprocess.TimeoutExpired:
             print(f"print_pdf: {chromium} did not finish within {args.timeout} s", file=sys.stderr)
             return 1
+        finally:
+            page.unlink(missing_ok=True)
     if run.returncode != 0 or not partial.is_file() or partial.read_bytes()[:5] != b"%PDF-":
         print(f"print_pdf: {chromium} did not write a PDF (exit status {run.returncode}):\n"
               f"{run.stderr[-3000:]}", file=sys.stderr)

@@ -13,11 +13,50 @@ Three Sphinx 7 quirks of a book whose root page is in a subfolder, fixed for ``s
 - A cross-reference to a label (``#document-book/ch01_model#ex-label``, e.g. sphinx-exercise's
   "Solution to Exercise 1") is rewritten to ``<root_doc>.html#ex-label``, a page that is not
   there; keep the anchor only, which is on this page.
+
+And for paper: the page starts with a cover (title, version, commit, build date, licence), shown
+only in print (book/_static/print.css), and a script opens every folded block (``<details>``:
+hidden code cells, folded solutions) so that the PDF shows what it holds.
 """
 
+import datetime
+import html
+import sys
 from pathlib import Path
 
 from docutils import nodes
+
+COVER = """<div class="print-cover">
+<p class="print-cover-title">{title}</p>
+<p class="print-cover-subtitle">A course book with executable notebooks, after Tarzanagh, Li,
+Thrampoulidis and Oymak (2023) and Tarzanagh, Li, Zhang and Oymak (NeurIPS 2023)</p>
+<p class="print-cover-author">{author}</p>
+<table class="print-cover-build">
+<tr><td>version</td><td>{version}</td></tr>
+<tr><td>commit</td><td>{commit}</td></tr>
+<tr><td>built (UTC)</td><td>{built}</td></tr>
+</table>
+<p class="print-cover-licence">Text and figures: CC BY 4.0. Code: MIT licence.</p>
+</div>
+<script>document.addEventListener("DOMContentLoaded", function () {{
+  document.querySelectorAll("details").forEach(function (d) {{ d.open = true; }});
+}});</script>
+"""
+
+
+def _cover(app, pagename, templatename, context, doctree):
+    """Prepend the print cover to the one-page book."""
+    if app.builder.name != "singlehtml" or pagename != app.config.root_doc or "body" not in context:
+        return
+    sys.path.insert(0, str(Path(app.srcdir) / "tools"))
+    import attnsvm
+    import build_info
+
+    built = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    context["body"] = COVER.format(title=html.escape(app.config.project),
+                                   author=html.escape(app.config.author),
+                                   version=html.escape(attnsvm.__version__),
+                                   commit=html.escape(build_info.commit()), built=built) + context["body"]
 
 
 def _fix_singlehtml(app):
@@ -51,4 +90,5 @@ def _fix_singlehtml(app):
 
 def setup(app):
     app.connect("builder-inited", _fix_singlehtml, priority=900)
+    app.connect("html-page-context", _cover)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -64,6 +64,7 @@ def _build_minimal_book(root: Path, builder: str = "html") -> Path:
     shutil.copytree(ROOT / "book" / "_ext", root / "book" / "_ext")
     (root / "tools").mkdir()
     shutil.copy(ROOT / "tools" / "notebook_cache.py", root / "tools")    # used by _ext/reexecute
+    shutil.copy(ROOT / "tools" / "build_info.py", root / "tools")        # the one-page book's cover
     shutil.copytree(ROOT / "book" / "_static", root / "book" / "_static")
     shutil.copy(ROOT / "book" / "references.bib", root / "book" / "references.bib")
     (root / "book" / "page.md").write_text(PAGE)
@@ -139,6 +140,14 @@ def test_one_page_book_renders_and_links_its_files(tmp_path):
     assert not missing, f"the one-page book links files that are not there: {missing}"
     # links to labels stay on the page ("Solution to Exercise 1" -> the exercise)
     assert 'href="#ex-probe"' in text
+    # the print cover: title, version, commit and date; folded blocks open for print
+    import attnsvm
+
+    cover = text[text.index('<div class="print-cover">'):text.index("</table>")]
+    assert attnsvm.__version__ in cover and "commit" in cover and "built (UTC)" in cover
+    assert "d.open = true" in text and text.count('class="print-cover"') == 1
+    rules = (out / "_static" / "print.css").read_text(encoding="utf-8")
+    assert "counter(page)" in rules and 'span[id^="document-"]' in rules
 
 
 def test_status_page_and_scale_change_are_reexecuted(monkeypatch, tmp_path):
