@@ -6,6 +6,7 @@
 #   make notebooks  export every chapter to .ipynb under _build/html/_notebooks/
 #   make serve      serve _build/html on http://127.0.0.1:8000/ (PORT=...); search shows snippets there
 #   make student    student edition: every chapter as .ipynb without solutions, in _build/student/
+#   make slides     the lecture core of every chapter as an offline reveal.js deck, _build/slides/
 #   make pdf        the whole book as one PDF, _build/pdf/attnsvm.pdf (needs Chromium, no TeX)
 #   make bench      run every bench/*.py
 #   make gpu-check  CUDA vs CPU from one seed (solvers, train, path), then heavy studies timed on both
@@ -39,7 +40,7 @@ CHROMIUM ?= $(firstword $(foreach b,chromium chromium-browser google-chrome-stab
 # Chapters = the text notebooks of book/ (a jupytext front matter with a kernelspec).
 CHAPTERS = $(shell grep -l '^kernelspec:' book/*.md 2>/dev/null)
 
-.PHONY: setup book test notebooks serve student pdf bench gpu-check portability clean distclean
+.PHONY: setup book test notebooks serve slides student pdf bench gpu-check portability clean distclean
 
 setup: $(STAMP)
 
@@ -59,6 +60,7 @@ book: setup
 	OMP_NUM_THREADS=1 $(PY) tools/execute_chapters.py --jobs $(JOBS) $(CHAPTERS)
 	OMP_NUM_THREADS=1 $(VENV)/bin/jupyter-book build -W -n --keep-going $(BOOKFLAGS) .
 	$(PY) tools/student_edition.py --index --output _build/html/student
+	$(PY) tools/slides.py --output _build/html/slides --mathjax-url ../_static/mathjax/tex-mml-chtml.js
 	$(MAKE) --no-print-directory notebooks
 	@echo "Book: file://$(CURDIR)/_build/html/index.html  (notebooks: $(NB_DIR)/)"
 
@@ -79,6 +81,13 @@ serve:
 	@test -f _build/html/index.html || { echo "make serve: _build/html does not exist yet; run make book first" >&2; exit 1; }
 	@echo "Serving _build/html at http://127.0.0.1:$(PORT)/ (Ctrl-C stops it)"
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html
+
+# Slides of each chapter's lecture core (reveal.js, offline), in _build/slides/ (tools/slides.py).
+slides: setup
+	OMP_NUM_THREADS=1 $(PY) tools/execute_chapters.py --jobs $(JOBS) $(CHAPTERS)
+	rm -rf _build/slides
+	$(PY) tools/slides.py --output _build/slides
+	@echo "Slides: file://$(CURDIR)/_build/slides/index.html"
 
 student: setup
 	OMP_NUM_THREADS=1 $(PY) tools/execute_chapters.py --jobs $(JOBS) $(CHAPTERS)

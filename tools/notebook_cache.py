@@ -190,15 +190,20 @@ GLUE_MIME = "application/papermill.record/text/plain"
 GLUE_MARKDOWN = "application/papermill.record/text/markdown"
 
 
+def cached_notebook(path: Path) -> nbformat.NotebookNode | None:
+    """Chapter ``path`` as executed in the cache, with its outputs; None when it is not cached."""
+    with locked_cache(clear_stale=False) as cache:
+        record = None if cache is None else cached_record(cache, read_chapter(path))
+        return None if record is None else cache.get_cache_bundle(record.pk).nb
+
+
 def glued_data(path: Path) -> dict[str, str] | None:
     """The raw data chapter ``path`` glued (MyST-NB ``glue``), per key: its text/markdown where it
     was glued as Markdown, else its text/plain repr, read from its cached execution; None when the
     chapter is not cached."""
-    with locked_cache(clear_stale=False) as cache:
-        record = None if cache is None else cached_record(cache, read_chapter(path))
-        if record is None:
-            return None
-        notebook = cache.get_cache_bundle(record.pk).nb
+    notebook = cached_notebook(path)
+    if notebook is None:
+        return None
     data = {}
     for cell in notebook.cells:
         for output in cell.get("outputs", []):

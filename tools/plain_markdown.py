@@ -68,7 +68,7 @@ class Targets:
                     if match is None:
                         break
                     if match["key"] == "label":
-                        self.labels[match["value"].strip()] = _heading(opener["name"], opener["title"])
+                        self.labels[match["value"].strip()] = box_title(opener["name"], opener["title"])
 
     def add_bibliography(self, path: Path) -> None:
         from pybtex.database import parse_file
@@ -85,7 +85,7 @@ def _plain_title(title: str) -> str:
     return re.sub(r"\s+", " ", title).strip()
 
 
-def _heading(name: str, title: str) -> str:
+def box_title(name: str, title: str) -> str:
     kind = KINDS[name] or "Note"
     return f"{kind} ({title.strip()})" if title.strip() else kind
 
@@ -125,7 +125,7 @@ def _blocks(lines: list[str], values, targets: Targets) -> list[str]:
             out += [f"{opener['indent']}*Proof.* " + (inner[0] if inner else "")] + inner[1:]
         else:
             title = _inline(opener["title"], values, targets)
-            out += [f"{opener['indent']}> **{_heading(name, title)}.**", f"{opener['indent']}>"]
+            out += [f"{opener['indent']}> **{box_title(name, title)}.**", f"{opener['indent']}>"]
             out += [f"{opener['indent']}> {text}".rstrip() for text in inner]
         i = end + 1
     return out
