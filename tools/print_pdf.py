@@ -8,6 +8,12 @@ page from disk, lets MathJax typeset every formula (it renders asynchronously: t
 virtual-time budget, so printing waits until its scripts have finished) and prints it with the
 book's print stylesheet (book/_static/print.css: code wraps, no navigation). Needs no network and
 no TeX.
+
+A contents page with page numbers needs the page numbers first: the book is printed once, the
+chapters and sections are read from that PDF's bookmark outline (with pypdf), and it is printed
+again with the contents inserted after the cover (at the mark ``<!-- print-contents -->`` that
+book/_ext/singlehtml_book.py leaves there), every entry's page shifted by the contents' own length
+(a third print if the first guess of that length was wrong).
 """
 
 from __future__ import annotations
@@ -53,19 +59,93 @@ def chromium_command(chromium: str, html: Path, pdf: Path, profile: Path, budget
 
 
 PAPER = {"letter": "letter", "a4": "A4"}
+CONTENTS_MARK = "<!-- print-contents -->"
 
 
-def with_paper(html: Path, paper: str) -> Path:
+def with_paper(html: Path, paper: str, contents: str = "") -> Path:
     """A copy of the page beside it (so that its relative links still resolve) whose first style
-    sets the paper size; the caller deletes it."""
+    sets the paper size, with ``contents`` at the contents mark; the caller deletes it."""
     text = html.read_text(encoding="utf-8")
     style = f"<style>@page {{ size: {PAPER[paper]}; }}</style>"
     head = text.find("<head>")
     if head < 0:
         raise ValueError(f"{html}: no <head> to put the paper size in")
+    text = text[:head + 6] + style + text[head + 6:]
+    if contents:
+        text = text.replace(CONTENTS_MARK, contents, 1)
     copy = html.with_name(f".{html.stem}-{paper}{html.suffix}")
-    copy.write_text(text[:head + 6] + style + text[head + 6:], encoding="utf-8")
+    copy.write_text(text, encoding="utf-8")
     return copy
+
+
+def outline(pdf: Path, max_depth: int = 1) -> tuple[list[tuple[int, str, int]], int]:
+    """``(depth, title, page)`` of the PDF's bookmarks down to ``max_depth`` (pages from 1; those on
+    the cover left out), and its number of pages."""
+    import pypdf
+
+    reader = pypdf.PdfReader(str(pdf))
+    entries: list[tuple[int, str, int]] = []
+
+    def walk(items, depth):
+        for item in items:
+            if isinstance(item, list):
+                if depth < max_depth:
+                    walk(item, depth + 1)
+                continue
+            page = reader.get_destination_page_number(item) + 1
+            if page > 1 and item.title.strip():
+                entries.append((depth, " ".join(item.title.split()), page))
+
+    walk(reader.outline, 0)
+    return entries, len(reader.pages)
+
+
+def contents_html(entries: list[tuple[int, str, int]], shift: int) -> str:
+    """The contents page: each entry with its page number plus ``shift`` (the contents' length)."""
+    import html
+
+    rows = "\n".join(f'<li class="print-contents-{min(depth, 1)}"><span>{html.escape(title)}</span>'
+                      f"<span>{page + shift}</span></li>" for depth, title, page in entries)
+    return f'<div class="print-contents"><p class="print-contents-title">Contents</p><ul>\n{rows}\n</ul></div>'
+
+
+def print_once(chromium: str, page: Path, pdf: Path, budget_ms: int, timeout: int) -> str | None:
+    """Print ``page`` to ``pdf``; None if it worked, else why not."""
+    with tempfile.TemporaryDirectory(prefix="attnsvm-chromium-") as profile:
+        command = chromium_command(chromium, page, pdf, Path(profile), budget_ms)
+        try:
+            run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return f"{chromium} did not finish within {timeout} s"
+    if run.returncode != 0 or not pdf.is_file() or pdf.read_bytes()[:5] != b"%PDF-":
+        return f"{chromium} did not write a PDF (exit status {run.returncode}):\n{run.stderr[-3000:]}"
+    return None
+
+
+def print_book(chromium: str, html: Path, pdf: Path, paper: str, budget_ms: int, timeout: int) -> str | None:
+    """Print the book with a contents page (see the module's docstring); None if it worked."""
+    page = with_paper(html, paper)
+    try:
+        failure = print_once(chromium, page, pdf, budget_ms, timeout)
+        if failure or CONTENTS_MARK not in html.read_text(encoding="utf-8"):
+            return failure
+        entries, pages = outline(pdf)
+        if not entries:
+            return None
+        shift = 1 + len(entries) // 45                    # a guess of the contents' length
+        for _ in range(3):
+            page.unlink(missing_ok=True)
+            page = with_paper(html, paper, contents_html(entries, shift))
+            failure = print_once(chromium, page, pdf, budget_ms, timeout)
+            if failure:
+                return failure
+            length = outline(pdf)[1] - pages
+            if length == shift:
+                return None
+            shift = length
+        return f"the contents page did not settle at a length (last {shift} pages)"
+    finally:
+        page.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,19 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     args.pdf.parent.mkdir(parents=True, exist_ok=True)
     partial = args.pdf.with_suffix(".partial.pdf")
     partial.unlink(missing_ok=True)
-    page = with_paper(args.html, args.paper)
-    with tempfile.TemporaryDirectory(prefix="attnsvm-chromium-") as profile:
-        command = chromium_command(chromium, page, partial, Path(profile), args.budget_ms)
-        try:
-            run = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            print(f"print_pdf: {chromium} did not finish within {args.timeout} s", file=sys.stderr)
-            return 1
-        finally:
-            page.unlink(missing_ok=True)
-    if run.returncode != 0 or not partial.is_file() or partial.read_bytes()[:5] != b"%PDF-":
-        print(f"print_pdf: {chromium} did not write a PDF (exit status {run.returncode}):\n"
-              f"{run.stderr[-3000:]}", file=sys.stderr)
+    failure = print_book(chromium, args.html, partial, args.paper, args.budget_ms, args.timeout)
+    if failure:
+        print(f"print_pdf: {failure}", file=sys.stderr)
         partial.unlink(missing_ok=True)
         return 1
     partial.replace(args.pdf)

@@ -38,6 +38,7 @@ Thrampoulidis and Oymak (2023) and Tarzanagh, Li, Zhang and Oymak (NeurIPS 2023)
 </table>
 <p class="print-cover-licence">Text and figures: CC BY 4.0. Code: MIT licence.</p>
 </div>
+<!-- print-contents -->
 <script>document.addEventListener("DOMContentLoaded", function () {{
   document.querySelectorAll("details").forEach(function (d) {{ d.open = true; }});
 }});</script>

@@ -197,3 +197,23 @@ def test_a_text_paste_with_markup_fails_the_build():
         assert glue_plain.markup_in(text) is not None, text
     for text in ("0.9686", "2 * 3 = 6", "shape (*B, n)", "a*b*c", "what it is: observed (5 of 7)"):
         assert glue_plain.markup_in(text) is None, text
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium (make pdf's browser)")
+def test_pdf_has_a_cover_a_contents_page_and_page_numbers(tmp_path):
+    import pypdf
+
+    out = _build_minimal_book(tmp_path, builder="singlehtml")
+    pdf = tmp_path / "book.pdf"
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "print_pdf.py"), "--paper", "a4",
+                          str(out / "index.html"), str(pdf)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    reader = pypdf.PdfReader(str(pdf))
+    pages = [page.extract_text() for page in reader.pages]
+    assert "A course book with executable notebooks" in pages[0] and "/" not in pages[0].split("\n")[0]
+    assert pages[1].startswith("2 / ") and "Contents" in pages[1]
+    # the contents gives the page on which "Another page" starts, counted with the contents itself
+    listed = int(re.search(r"Another page\s+(\d+)", pages[1]).group(1))
+    assert pages[listed - 1].split("\n", 1)[1].startswith("Another page")
+    assert all(text.startswith(f"{k} / {len(pages)}") for k, text in enumerate(pages, 1) if k > 1)
+    assert abs(float(reader.pages[0].mediabox.height) - 841.9) < 1      # A4
