@@ -1,5 +1,5 @@
 """Is the solution of a max-margin problem a single point? Probing the optimal set of a norm that
-is not strictly convex (the spectral norm, l1, the nuclear norm; chapter 9, Check 9.5).
+is not strictly convex (the spectral norm, l1, the nuclear norm; chapter 9, Check 9.7).
 
 For the Att-SVM of :func:`~attnsvm.norm_svm` in a norm ``||.||`` with optimal value ``C``, the
 optimal set is ``S = {W : (x_{i,alpha_i} - x_it)^T W z_i >= 1 for all i, t != alpha_i,

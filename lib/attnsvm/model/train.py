@@ -76,8 +76,9 @@ def train(attention: Attention, problem: Problem, steps: int = 2000, lr: float =
         stable: re-centred softmax output (default) or the textbook formula.
         p: the exponent of the mirror-descent potential (``method="mirror"``), ``p > 1``.
         dual_norm: mirror descent only: normalize each gradient by its dual norm ``||g||_q``
-            (``1/p + 1/q = 1``), the step of Julistiono, Tarzanagh and Azizan's analysis, instead
-            of its Frobenius norm (the default).
+            (``1/p + 1/q = 1``), the step of Julistiono, Tarzanagh and Azizan's experiments (their
+            code; their theorem's step is not restated here), instead of its Frobenius norm (the
+            default).
         max_step: the longest update allowed (all blocks together, per trial); None = no cap. The
             Polyak step needs one on runs that stay saturated on a selection other than ``opt``
             (a locally optimal one keeps them there; from one that is not, a run may leave):
