@@ -143,7 +143,7 @@ def test_svm_eq_fit_recovers_the_scale():
 def test_bad_input_is_refused():
     X, Z = _hand_instance()
     for mask, error, message in (
-            (torch.tensor([[True, True, True]]), ValueError, "no margin constraint"),
+            (torch.tensor([[True, True, True]]), A.maxmargin.NoMarginError, "no margin constraint"),
             (torch.tensor([[False, False, False]]), ValueError, "selects no token"),
             (torch.tensor([[True, False]]), ValueError, "shape"),
             (torch.tensor([[1, 1, 0]]), TypeError, "boolean mask")):
@@ -289,7 +289,7 @@ def test_relaxed_gen_svm_refuses_bad_input():
         A.gen_svm(X, Z, sets, relaxed=torch.tensor([True]))
     with pytest.raises(TypeError, match="boolean"):
         A.gen_svm(X, Z, sets, relaxed=torch.tensor([1, 0]))
-    with pytest.raises(ValueError, match="no margin constraint"):      # everything relaxed
+    with pytest.raises(A.maxmargin.NoMarginError, match="no margin constraint"):      # everything relaxed
         A.gen_svm(X, Z, sets, relaxed=torch.tensor([True, True]))
 
 

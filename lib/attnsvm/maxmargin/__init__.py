@@ -20,7 +20,7 @@ Layering: imports :mod:`attnsvm.model` only (never :mod:`attnsvm.studies` or :mo
 """
 
 from .duality import constraint_features, kkt_multipliers
-from .gensvm import GenSVMResult, finite_part, gen_svm, selected_sets
+from .gensvm import GenSVMResult, NoMarginError, finite_part, gen_svm, selected_sets
 from .graph_svm import (GraphSVMResult, TokenData, graph_svm, priority_graphs, priority_sccs, score_gaps, token_data)
 from .jointsvm import relaxed_p_svm, v_svm
 from .next_token import (NTPData, NTPHistory, ntp_data, ntp_finite_part, ntp_gradient_descent,
@@ -43,5 +43,5 @@ __all__ = [
     "first_order_nuclear_svm", "nuclear_dual", "KINDS", "OUTCOMES", "SVMCache",
     "classify_selections", "run_outcomes", "selection_kind", "svm_stack", "SolutionSetProbe",
     "probe_solution_set", "SVMResult", "att_svm", "att_svm_feasible", "att_svms",
-    "is_locally_optimal", "p_svm", "IllConditionedError", "InfeasibleError", "svm_eq_fit",
+    "is_locally_optimal", "p_svm", "IllConditionedError", "InfeasibleError", "NoMarginError", "svm_eq_fit",
 ]

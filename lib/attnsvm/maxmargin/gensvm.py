@@ -160,6 +160,11 @@ def _null_space(E: np.ndarray, dim: int) -> np.ndarray:
     return vt[rank:].T
 
 
+class NoMarginError(ValueError):
+    """Gen-SVM without a margin constraint: every example keeps all the tokens it sees, or is
+    relaxed, so only equalities are left and the problem has no direction (``W = 0`` meets them)."""
+
+
 def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None, relaxed=None) -> GenSVMResult:
     """Solve Gen-SVM for the sets ``selected`` (boolean ``(n, T)``, True = token in ``O_i``).
     ``mask`` (boolean ``(n, T)``, e.g. ``Problem.mask`` of causal attention): tokens a query may
@@ -169,6 +174,7 @@ def gen_svm(X, Z, selected, support_tol: float = 1e-5, mask=None, relaxed=None) 
     ``+inf``), as for an input on which the loss is flat (a ReLU head switched off).
 
     Raises:
+        NoMarginError: no margin constraint is left (every example keeps all it sees, or is relaxed).
         InfeasibleError: no W keeps every set's logits equal and 1 above every masked token; the
             message names the first example that cannot be added to the earlier ones.
         IllConditionedError: float64 cannot decide: the sets are infeasible only through a margin
@@ -194,8 +200,8 @@ def _gen_svm(X: np.ndarray, Z: np.ndarray, sets: np.ndarray, visible: np.ndarray
     sx, sz = exact_scale(X), exact_scale(Z)          # exact powers of two: same digits
     E, A, where = rows if rows is not None else _rows(X * sx, Z * sz, sets, visible)
     if not A.size:
-        raise ValueError("no margin constraint: every example keeps all the tokens it sees (or is "
-                         "relaxed), so Gen-SVM has no direction (only equalities)")
+        raise NoMarginError("no margin constraint: every example keeps all the tokens it sees (or is "
+                            "relaxed), so Gen-SVM has no direction (only equalities)")
     coefficients, basis, undecided = _solve_reduced(E, A, d)
     if coefficients is None and undecided:
         raise IllConditionedError(
