@@ -15,7 +15,7 @@ REPORT = ROOT / "book" / "report.md"
 PAPER_IDS = ["A1", "A2", "A3", "A4", "A5", "A6", "B1", "B2", "B3", "B4", "V1", "T1", "T2"]
 PASTE = re.compile(r"\{glue:text\}`([\w./-]+)::([\w.-]+):s`")
 CLAIM = re.compile(r"""A\.claim\(\s*["']([\w.-]+)["']""")
-CHECK_LABEL = re.compile(r"^\((check-\d+-\d+)\)=", re.M)
+CHECK_LABEL = re.compile(r"^\((check-\d+b?-\d+)\)=", re.M)
 
 
 def _chapters():

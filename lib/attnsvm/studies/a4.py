@@ -1,7 +1,7 @@
 """Experiment A4 of paper A: global, locally optimal or neither, as the embedding dimension grows
 (the reproduction report, row A4; section 3, "Large d / overparameterization"; book chapter 5).
 
-The paper's bar chart gives, for ``d`` in :data:`A4_D` and a fixed ``(n, T)`` it does not state,
+The paper's bar chart gives, for ``d`` in :data:`A4_D` and a fixed ``(n, T)`` not available to us,
 the share of gradient-descent runs that reached the global direction, a locally optimal one
 (global included), or neither (:data:`A4_PAPER`, read off the authors' slides, +-1 point). A4 has
 no public code; this module runs the authors' common protocol (unit-norm Gaussian data, random
@@ -114,7 +114,7 @@ def outcomes_by_threshold(problem: Problem, probabilities: torch.Tensor,
                           levels: Sequence[float | None] = (None, 0.9, 0.99, 0.999)) -> dict:
     """:func:`outcome_counts` of the same runs under several saturation thresholds (``None`` = the
     argmax rule): the band of A4's bars over the threshold that decides when a run has "chosen"
-    (book chapter 5b, Check 5.7). Returns ``{level: counts}``, equal to counting
+    (book chapter 5b, Checks 5b.5 and 5b.6). Returns ``{level: counts}``, equal to counting
     :func:`run_outcomes` at each level; the selections are classified once (under the argmax rule),
     since a threshold only decides which runs count as unsaturated."""
     if isinstance(levels, (str, bytes)) or not isinstance(levels, (list, tuple)) or not levels:
