@@ -68,3 +68,28 @@ def test_the_split_is_found_and_refused_when_missing(tmp_path):
     page.write_text(body + "(ch08-lab)=\n## Lab: x\n", encoding="utf-8")
     with pytest.raises(ValueError, match="names ch08"):
         lecture_core.split(page)
+
+
+MENTION = re.compile(r"Checks?\s+((?:(?:\d+b?|N)\.\d+(?:\s*(?:,|and|or|-|–|to)\s*)?)+)")
+NUMBER = re.compile(r"(\d+b?|N)\.(\d+)")
+
+
+def _defined_checks() -> set[str]:
+    pages = CHAPTERS + [ROOT / "book" / "numerics.md"]
+    return {f"{page}.{k}" for path in pages
+            for page, k in re.findall(r"\*\*Check (\d+b?|N)\.(\d+)\b", path.read_text(encoding="utf-8"))}
+
+
+def test_every_mentioned_check_exists():
+    """After renumbering, no page, docstring or test names a check that is not there."""
+    defined = _defined_checks()
+    sources = [*sorted((ROOT / "book").glob("*.md")), *sorted((ROOT / "lib").rglob("*.py")),
+               *sorted((ROOT / "tools").glob("*.py"))]
+    stale = []
+    for path in sources:
+        for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for mention in MENTION.finditer(line):
+                for page, k in NUMBER.findall(mention.group(1)):
+                    if f"{page}.{k}" not in defined:
+                        stale.append(f"{path.relative_to(ROOT)}:{line_no}: Check {page}.{k}")
+    assert not stale, stale
