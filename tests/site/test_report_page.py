@@ -62,10 +62,16 @@ def test_report_counts_its_status_words():
 def test_paper_rows_name_their_source_and_protocol():
     lines = REPORT.read_text().splitlines()
     headers = [line for line in lines if line.startswith("| id | claim |")]
-    assert headers and all("| source |" in h and "protocol against the authors'" in h for h in headers)
+    assert headers and all(h == "| id | claim | paper's value | ours | status | criterion | source | "
+                               "protocol | where |" for h in headers), headers
+    notes = set(re.findall(r"^- \*\*(P\d+)\.\*\* \S", "\n".join(lines), re.M))
+    used = set()
     for line in lines:
         if re.match(r"^\| [ABTV]\d", line):
-            assert len(line.strip().strip("|").split(" | ")) == 9, line[:60]
+            cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+            assert len(cells) == 9 and re.fullmatch(r"P\d+", cells[7]), line[:60]
+            used.add(cells[7])
+    assert used == notes, (sorted(used ^ notes))      # every protocol named is listed, and used
 
 
 def test_every_claim_and_numbered_check_has_a_row():
