@@ -122,6 +122,12 @@ def test_print_stylesheet_is_linked(html):
     assert "@media print" in rules and "pre-wrap" in rules
     page = (html / "book" / "page.html").read_text(encoding="utf-8")
     assert re.search(r'<link[^>]*href="[^"]*_static/print\.css', page), "print.css not linked"
+    # on screen: code cells wrap long lines instead of scrolling; display math has room for its bars
+    assert re.search(r'<link[^>]*href="[^"]*_static/screen\.css', page), "screen.css not linked"
+    screen = (html / "_static" / "screen.css").read_text(encoding="utf-8")
+    wrap = re.search(r"div\.cell div\.cell_input pre \{([^}]*)\}", screen)
+    assert wrap and "pre-wrap" in wrap.group(1)
+    assert re.search(r'mjx-container\[jax="CHTML"\]\[display="true"\] \{[^}]*padding', screen)
 
 
 def test_one_page_book_renders_and_links_its_files(tmp_path):
