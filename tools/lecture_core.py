@@ -84,7 +84,7 @@ def measure(path: Path) -> dict:
 
 def _cell_seconds(path: Path) -> list[float] | None:
     with notebook_cache.locked_cache(clear_stale=False) as cache:
-        record = notebook_cache.cached_record(cache, notebook_cache.read_chapter(path))
+        record = None if cache is None else notebook_cache.cached_record(cache, notebook_cache.read_chapter(path))
         return None if record is None else record.data.get("cell_seconds")
 
 
