@@ -93,3 +93,11 @@ def test_every_mentioned_check_exists():
                     if f"{page}.{k}" not in defined:
                         stale.append(f"{path.relative_to(ROOT)}:{line_no}: Check {page}.{k}")
     assert not stale, stale
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_the_title_carries_the_chapter_number(path):
+    """Navigation, references and slides show "4. Gradient descent ...", as the text cites chapters."""
+    number = lecture_core.chapter_id(path)[2:].lstrip("0")
+    title = next(line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("# "))
+    assert title.startswith(f"# {number}. "), title
