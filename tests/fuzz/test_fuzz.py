@@ -33,9 +33,9 @@ def test_bad_input_is_refused_clearly(entry, kind, what, thunk):
 # the result containers the library builds (their methods are fuzzed where they have one), and
 # the scale switch (it reads ATTNSVM_SCALE, no argument; at_scale passes any value through).
 EXEMPT = {"LOSSES", "KINDS", "OUTCOMES", "DEFAULT_DTYPE", "RANK_TOL", "__version__", "Reached", "ReachedWarning",
-          "InfeasibleError", "IllConditionedError", "TrainingError", "PathWarning", "FrozenWarning",
+          "InfeasibleError", "IllConditionedError", "NoMarginError", "TrainingError", "PathWarning", "FrozenWarning",
           "SVMResult", "GenSVMResult", "PathResult", "SolutionSetProbe", "KINDS_OF_CLAIM", "NuclearDual", "FirstOrderNuclear", "scale", "at_scale",
-          "A4_D", "A4_PAPER", "A4Comparison", "TrapInstance",
+          "A4_D", "A4_PAPER", "A4Comparison", "TrapInstance", "A6Runs",
           # path_study / digits / next_token: a constant and the result containers their functions build
           "CANDIDATE_KINDS", "GlobalPath", "TranslatedDigits", "NTPData", "NTPHistory"} | module_exempt()
 
