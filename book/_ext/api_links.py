@@ -64,6 +64,7 @@ def _exists(target: str) -> bool:
     its modules (its attributes are then taken on trust: dataclass fields exist on instances)."""
     import sys
 
+    importlib.import_module("attnsvm")   # autodoc imports it only when the API page is read again
     if target.startswith("attnsvm."):
         try:
             importlib.import_module(target)
