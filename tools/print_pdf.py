@@ -93,8 +93,12 @@ def outline(pdf: Path, max_depth: int = 1) -> tuple[list[tuple[int, str, int]], 
                     walk(item, depth + 1)
                 continue
             page = reader.get_destination_page_number(item) + 1
-            if page > 1 and item.title.strip():
-                entries.append((depth, " ".join(item.title.split()), page))
+            title = " ".join(item.title.split())
+            half = len(title) // 2                   # Chromium doubles some headings' text ("MapMap")
+            if len(title) % 2 == 0 and title[:half] == title[half:]:
+                title = title[:half]
+            if page > 1 and title:
+                entries.append((depth, title, page))
 
     walk(reader.outline, 0)
     return entries, len(reader.pages)

@@ -54,7 +54,8 @@ def _cover(app, pagename, templatename, context, doctree):
     import build_info
 
     built = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-    context["body"] = COVER.format(title=html.escape(app.config.project),
+    title = app.config.html_title or app.config.project      # jupyter-book sets the book's title as html_title
+    context["body"] = COVER.format(title=html.escape(title),
                                    author=html.escape(app.config.author),
                                    version=html.escape(attnsvm.__version__),
                                    commit=html.escape(build_info.commit()), built=built) + context["body"]
