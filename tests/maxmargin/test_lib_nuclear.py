@@ -59,3 +59,21 @@ def test_bad_input_is_refused(P, bad):
         A.maxmargin.nuclear_dual(bad, P.Z, P.opt)
     with pytest.raises((ValueError, TypeError)):
         A.first_order_nuclear_svm(bad, P.Z, P.opt)
+
+
+def test_first_order_method_names_scs_linear_solver(monkeypatch):
+    """SCS left to choose takes MKL's Pardiso where MKL loads and QDLDL elsewhere; the two round
+    differently, so the authors' method names QDLDL and gives one answer on every machine."""
+    import scs
+
+    seen = []
+    original = scs.SCS.__init__
+
+    def spy(self, data, cone, **settings):
+        seen.append(settings.get("linear_solver"))
+        original(self, data, cone, **settings)
+
+    monkeypatch.setattr(scs.SCS, "__init__", spy)
+    P = A.random_problem(4, 3, 3, generator=torch.Generator().manual_seed(3))
+    fo = A.first_order_nuclear_svm(P.X, P.Z, P.opt)
+    assert seen == ["qdldl"] and fo.W is not None

@@ -22,7 +22,7 @@ import torch
 from .duality import _scaled_features
 from ._cvxpy import compiled_per_thread, cp
 from .svm import _selection
-from ._svm_core import CLARABEL_OPTIONS, IllConditionedError
+from ._svm_core import IllConditionedError, solver_options
 
 FEASIBILITY_TOL = 1e-6
 
@@ -75,7 +75,8 @@ def nuclear_dual(X, Z, alpha) -> NuclearDual:
     problem, param, lam = _dual_problem(F.shape[0], d)
     param.value = F
     attempts = []
-    for solver, options in (("CLARABEL", CLARABEL_OPTIONS), ("SCS", {"eps": 1e-9})):
+    for solver, options in (("CLARABEL", solver_options("CLARABEL")),
+                            ("SCS", {**solver_options("SCS"), "eps": 1e-9})):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
             try:
@@ -107,14 +108,15 @@ def _primal_problem(rows: int, d: int):
 
 def first_order_nuclear_svm(X, Z, alpha) -> FirstOrderNuclear:
     """Att-SVM*(alpha) as the authors' code solves it: the primal over all ``d x d`` matrices, cvxpy
-    and SCS at its default settings, solved cold (a fresh script's answer; no warm start)."""
+    and SCS at its default settings, solved cold (a fresh script's answer; no warm start), with
+    SCS's own direct linear solver (QDLDL) named, so that a machine with MKL solves the same way."""
     F, d, scale = _features(X, Z, alpha)
     problem, param, W = _primal_problem(F.shape[0], d)
     param.value = F
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Solution may be inaccurate")
         try:
-            problem.solve(solver=cp.SCS, warm_start=False)
+            problem.solve(solver=cp.SCS, warm_start=False, **solver_options("SCS"))
         except cp.error.SolverError as error:
             return FirstOrderNuclear(None, f"solver error ({str(error)[:60]})")
     if W.value is None:

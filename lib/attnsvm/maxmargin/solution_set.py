@@ -31,7 +31,7 @@ from ._cvxpy import cp
 from ..model.metrics import corr
 from .normsvm import matrix_norm, norm_svm
 from .svm import _constrained, _numpy, _selection, token_differences
-from ._svm_core import IllConditionedError
+from ._svm_core import SCS_OPTIONS, IllConditionedError
 from ..model.utils import as_tensor, check_finite, exact_scale
 
 EPS_LADDER = (1e-6, 1e-5, 1e-4)        # relative slack on the optimal norm, tried in this order
@@ -85,7 +85,7 @@ def _solve_three(features: np.ndarray, direction: np.ndarray, d: int, norm, boun
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
             try:
-                problem.solve(solver=solver)
+                problem.solve(solver=solver, **(SCS_OPTIONS if solver == "SCS" else {}))
             except cp.error.SolverError as error:
                 return None, f"solver error ({str(error)[:60]})"
         if W.value is None:
