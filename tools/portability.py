@@ -84,17 +84,35 @@ def chapters() -> list[Path]:
             and "notebook_cache" not in p.read_text(encoding="utf-8")]
 
 
-def part(paths: list[Path], spec: str) -> list[Path]:
-    """Part ``i`` of ``k`` (``spec`` = ``"i/k"``, 0 <= i < k) of the chapters: dealt in turn,
-    the longest (by source size) first, so that the parts take about as long."""
+def run_cost(paths: list[Path]) -> dict[Path, float]:
+    """Each chapter's cost: its cells' seconds in the execution cache when every chapter is
+    there (as in CI, after ``make test``), else its source size."""
+    with notebook_cache.locked_cache(clear_stale=False) as cache:
+        records = [None if cache is None else
+                   notebook_cache.cached_record(cache, notebook_cache.read_chapter(p)) for p in paths]
+    seconds = [None if r is None else r.data.get("cell_seconds") for r in records]
+    if all(s is not None for s in seconds):
+        return {p: float(sum(s)) for p, s in zip(paths, seconds)}
+    return {p: float(p.stat().st_size) for p in paths}
+
+
+def part(paths: list[Path], spec: str, cost: dict[Path, float] | None = None) -> list[Path]:
+    """Part ``i`` of ``k`` (``spec`` = ``"i/k"``, 0 <= i < k) of the chapters: the costliest first,
+    each to the part with the least cost so far (ties: the lower part), so that the parts take
+    about as long. ``cost``: :func:`run_cost` unless given."""
     try:
         i, k = (int(x) for x in spec.split("/"))
     except ValueError:
         raise SystemExit(f"portability: --part must be i/k (e.g. 0/3), got {spec!r}") from None
     if not 0 <= i < k:
         raise SystemExit(f"portability: --part {spec}: need 0 <= i < k")
-    ranked = sorted(paths, key=lambda p: (-p.stat().st_size, p.name))
-    return sorted(ranked[i::k])
+    cost = run_cost(paths) if cost is None else cost
+    loads, members = [0.0] * k, [[] for _ in range(k)]
+    for path in sorted(paths, key=lambda p: (-cost[p], p.name)):
+        lightest = min(range(k), key=lambda j: (loads[j], j))
+        loads[lightest] += cost[path]
+        members[lightest].append(path)
+    return sorted(members[i])
 
 
 def kernel_env(name: str) -> dict[str, str]:

@@ -218,14 +218,18 @@ def test_the_execution_cache_is_an_environment_to_compare_with(monkeypatch, tmp_
         P.cached_result([chapter])
 
 
-def test_parts_deal_the_chapters_longest_first(tmp_path):
-    """``--part i/k``: every chapter in exactly one part, the longest ones in different parts."""
+def test_parts_balance_the_chapters_costliest_first(tmp_path):
+    """``--part i/k``: every chapter in exactly one part, each to the part with the least cost so far
+    (sizes when the chapters are not all in the execution cache, as here; or the costs given)."""
     paths = []
     for name, size in (("a", 50), ("b", 40), ("c", 30), ("d", 20), ("e", 10)):
         paths.append(tmp_path / f"{name}.md")
         paths[-1].write_text("x" * size)
     parts = [P.part(paths, f"{i}/3") for i in range(3)]
-    assert [[p.stem for p in q] for q in parts] == [["a", "d"], ["b", "e"], ["c"]]
+    assert [[p.stem for p in q] for q in parts] == [["a"], ["b", "e"], ["c", "d"]]
+    seconds = dict(zip(paths, (1.0, 2.0, 3.0, 90.0, 80.0)))       # cached run times win over sizes
+    parts = [P.part(paths, f"{i}/2", seconds) for i in range(2)]
+    assert [[p.stem for p in q] for q in parts] == [["d"], ["a", "b", "c", "e"]]
     for bad in ("3/3", "1", "x/2"):
         with pytest.raises(SystemExit, match="--part"):
             P.part(paths, bad)
