@@ -191,6 +191,11 @@ def test_one_page_book_renders_and_links_its_files(tmp_path):
     cover = text[text.index('<div class="print-cover">'):text.index("</table>")]
     assert attnsvm.__version__ in cover and "commit" in cover and "built (UTC)" in cover
     assert "d.open = true" in text and text.count('class="print-cover"') == 1
+    # the book's title and its parts (none here) for the PDF's bookmarks (tools/print_pdf.py)
+    sys.path.insert(0, str(ROOT / "tools"))
+    import print_pdf
+
+    assert print_pdf.book_parts(page) == {"root": "A page with math", "parts": []}
     rules = (out / "_static" / "print.css").read_text(encoding="utf-8")
     assert "counter(page)" in rules and 'span[id^="document-"]' in rules
 
