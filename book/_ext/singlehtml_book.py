@@ -16,11 +16,15 @@ Three Sphinx 7 quirks of a book whose root page is in a subfolder, fixed for ``s
 
 And for paper: the page starts with a cover (title, version, commit, build date, licence), shown
 only in print (book/_static/print.css), and a script opens every folded block (``<details>``:
-hidden code cells, folded solutions) so that the PDF shows what it holds.
+hidden code cells, folded solutions) so that the PDF shows what it holds. The book's title and
+the parts of the table of contents (each caption and the title of the part's first page) are
+written into the page as JSON (``<script type="application/json" id="print-parts">``): the PDF's
+bookmarks are headings only, and tools/print_pdf.py groups the chapters under their parts with it.
 """
 
 import datetime
 import html
+import json
 import sys
 from pathlib import Path
 
@@ -45,6 +49,25 @@ Thrampoulidis and Oymak (2023) and Tarzanagh, Li, Zhang and Oymak (NeurIPS 2023)
 """
 
 
+def toc_parts(app) -> dict:
+    """The book's root title and the parts of ``_toc.yml``, each as its caption and the title of
+    its first page: ``{"root": title, "parts": [{"caption", "first"}, ...]}`` (no parts: empty)."""
+    site_map = getattr(app.env, "external_site_map", None)
+
+    def title(docname):
+        node = app.env.titles.get(docname)
+        return node.astext() if node is not None else ""
+
+    root = app.config.root_doc
+    parts = []
+    if site_map is not None and root in site_map:
+        for tree in site_map[root].subtrees:
+            first = next((str(item) for item in tree.items if isinstance(item, str)), None)
+            if tree.caption and first:
+                parts.append({"caption": tree.caption, "first": title(first)})
+    return {"root": title(root), "parts": parts}
+
+
 def _cover(app, pagename, templatename, context, doctree):
     """Prepend the print cover to the one-page book."""
     if app.builder.name != "singlehtml" or pagename != app.config.root_doc or "body" not in context:
@@ -59,6 +82,8 @@ def _cover(app, pagename, templatename, context, doctree):
                                    author=html.escape(app.config.author),
                                    version=html.escape(attnsvm.__version__),
                                    commit=html.escape(build_info.commit()), built=built) + context["body"]
+    parts = json.dumps(toc_parts(app)).replace("</", "<\\/")
+    context["body"] += f'\n<script type="application/json" id="print-parts">{parts}</script>\n'
 
 
 def _fix_singlehtml(app):

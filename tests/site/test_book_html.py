@@ -6,15 +6,20 @@ MathJax must come from the book's ``_static/`` and no page may point at a CDN; e
 (``const THEBE_JS_URL = ...`` among them) appears once per page; the print stylesheet is linked.
 The same book built as one page (``--builder singlehtml``, what ``make pdf`` prints) must render
 theorems and link its stylesheets, scripts and figures. An incremental build re-executes the status
-page, and every notebook after a change of ``ATTNSVM_SCALE``.
+page, and every notebook after a change of ``ATTNSVM_SCALE``. The search page loads the script that
+makes snippets show formulas as text, and (in Chromium, over http) a snippet has no TeX left.
 """
 
 import base64
+import functools
+import http.server
 import importlib.util
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,6 +31,7 @@ LOCAL_MATHJAX = re.compile(r'<script[^>]*src="([^"]*_static/mathjax/tex[^"]*\.js
 REMOTE_MATHJAX = re.compile(r"cdn\.jsdelivr|https?://[^\"' ]*mathjax", re.IGNORECASE)
 INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 LOCAL_URL = re.compile(r'(?:src|href)="(?!https?:|#|data:|mailto:)([^"?#]+)')
+SNIPPET_TEX = re.compile(r"\\[a-zA-Z]+|\\[()\[\]]|\$|[{}^]")
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==")
 
 PAGE = """# A page with math
@@ -130,6 +136,39 @@ def test_print_stylesheet_is_linked(html):
     assert re.search(r'mjx-container\[jax="CHTML"\]\[display="true"\] \{[^}]*padding', screen)
 
 
+def test_the_search_page_loads_the_snippet_script_deferred(html):
+    """book/_ext/search_snippets.py: search snippets show formulas as text (the script runs after
+    searchtools.js, which the search page loads after the extensions' scripts)."""
+    search = (html / "search.html").read_text(encoding="utf-8")
+    tag = re.search(r'<script[^>]*src="_static/search_snippets\.js[^"]*"[^>]*>', search)
+    assert tag and "defer" in tag.group(0)
+    assert (html / "_static" / "search_snippets.js").is_file()
+    page = (html / "book" / "page.html").read_text(encoding="utf-8")
+    assert "search_snippets.js" not in page       # content pages do not need it
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium")
+def test_a_search_snippet_near_a_formula_has_no_tex(html):
+    """The search page over http (snippets need it), in Chromium: a hit next to a formula."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/search.html?q=inline"
+        with tempfile.TemporaryDirectory() as profile:
+            run = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                                  f"--user-data-dir={profile}", "--virtual-time-budget=20000",
+                                  "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+    snippets = re.findall(r'<p class="context">(.*?)</p>', run.stdout, re.DOTALL)
+    assert snippets, run.stdout[-2000:] + run.stderr[-2000:]
+    text = " ".join(re.sub(r"<[^>]+>", "", " ".join(snippets)).split())
+    assert "inline x²" in text.lower() and "Σ" in text, text   # "Inline $x^2$ and display math: $$\\sum ..."
+    assert not SNIPPET_TEX.search(text), text
+
+
 def test_one_page_book_renders_and_links_its_files(tmp_path):
     out = _build_minimal_book(tmp_path, builder="singlehtml")
     page = out / "index.html"  # the whole book, at the top of the output (book/_ext/singlehtml_book.py)
@@ -152,6 +191,11 @@ def test_one_page_book_renders_and_links_its_files(tmp_path):
     cover = text[text.index('<div class="print-cover">'):text.index("</table>")]
     assert attnsvm.__version__ in cover and "commit" in cover and "built (UTC)" in cover
     assert "d.open = true" in text and text.count('class="print-cover"') == 1
+    # the book's title and its parts (none here) for the PDF's bookmarks (tools/print_pdf.py)
+    sys.path.insert(0, str(ROOT / "tools"))
+    import print_pdf
+
+    assert print_pdf.book_parts(page) == {"root": "A page with math", "parts": []}
     rules = (out / "_static" / "print.css").read_text(encoding="utf-8")
     assert "counter(page)" in rules and 'span[id^="document-"]' in rules
 
