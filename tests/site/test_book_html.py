@@ -60,6 +60,30 @@ A definition, numbered like the book's.
 """
 
 
+# a notation table as book/notation.md writes them, and a script that records, once MathJax has
+# typeset, how wide the table and the page are (read back from the DOM by the phone-width test)
+OTHER_PAGE = """# Another page
+
+With $\\alpha$ and no code.
+
+:::{container} notation-table
+| symbol | meaning |
+|---|---|
+| $n$ | number of training examples |
+| $\\mathcal{L}(W) = \\frac1n \\sum_{i} \\ell\\big(Y_i f(X_i)\\big) = \\frac1n \\sum_{i} \\ell\\big(Y_i v^\\top X_i^\\top \\mathbb{S}(X_i W z_i)\\big)$ | the empirical risk, a long meaning that wraps |
+:::
+
+<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const table = document.querySelector(".notation-table table");
+  const report = window.top.document.body;     // the phone test's frame holder, or this page
+  report.setAttribute("data-table-right", Math.ceil(table.getBoundingClientRect().right));
+  report.setAttribute("data-table-hidden", table.scrollWidth - table.clientWidth);
+  report.setAttribute("data-page-width", document.documentElement.scrollWidth);
+}, 4000));
+</script>
+"""
+
 def _build_minimal_book(root: Path, builder: str = "html") -> Path:
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["execute"]["execute_notebooks"] = "off"
@@ -75,7 +99,7 @@ def _build_minimal_book(root: Path, builder: str = "html") -> Path:
     shutil.copy(ROOT / "book" / "references.bib", root / "book" / "references.bib")
     (root / "book" / "page.md").write_text(PAGE)
     (root / "book" / "dot.png").write_bytes(PNG)
-    (root / "book" / "other.md").write_text("# Another page\n\nWith $\\alpha$ and no code.\n")
+    (root / "book" / "other.md").write_text(OTHER_PAGE)
     cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()",
            "build", "-W", "-n", "--keep-going", "--builder", builder, str(root)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -267,3 +291,32 @@ def test_pdf_has_a_cover_a_contents_page_and_page_numbers(tmp_path):
     assert pages[listed - 1].split("\n", 1)[1].startswith("Another page")
     assert all(text.startswith(f"{k} / {len(pages)}") for k, text in enumerate(pages, 1) if k > 1)
     assert abs(float(reader.pages[0].mediabox.height) - 841.9) < 1      # A4
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium")
+def test_a_notation_table_fits_a_phone(html):
+    """At 390 px a notation table is read row by row (screen.css): it ends inside the screen, and the
+    page and the table do not scroll sideways, although its long formula makes two columns too wide.
+    (Headless Chromium's window is at least 500 px wide: the page is shown in a 390 px frame, over
+    http so that its script may write into the frame's holder.)"""
+    (html / "phone.html").write_text('<html><body style="margin:0"><iframe src="book/other.html" '
+                                     'width="390" height="900" style="border:0"></iframe></body></html>')
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/phone.html"
+        with tempfile.TemporaryDirectory() as profile:
+            run = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                                  f"--user-data-dir={profile}", "--virtual-time-budget=20000",
+                                  "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+    right = re.search(r'data-table-right="(\d+)"', run.stdout)
+    width = re.search(r'data-page-width="(\d+)"', run.stdout)
+    hidden = re.search(r'data-table-hidden="(-?\d+)"', run.stdout)
+    assert right and width and hidden, run.stdout[-2000:] + run.stderr[-2000:]
+    measured = [int(m.group(1)) for m in (right, width, hidden)]
+    # the table ends inside the screen, and neither the page nor the table's scroll box scrolls
+    assert measured[0] <= 390 and measured[1] <= 390 and measured[2] <= 1, measured
