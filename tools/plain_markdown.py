@@ -97,24 +97,36 @@ def render(markdown: str, values: Callable[[str, str], str], targets: Targets) -
     return "\n".join(_blocks(markdown.split("\n"), values, targets))
 
 
+def directive_at(lines: list[str], i: int) -> tuple[re.Match, list[str], int] | None:
+    """The MyST directive that opens at line ``i``, if one does: its opener (fence, name, title),
+    its body without the ``:option:`` lines, and the index of its closing fence (``len(lines)`` if
+    it is never closed)."""
+    opener = OPENER.match(lines[i])
+    if opener is None:
+        return None
+    fence = opener["fence"]
+    end = next((j for j in range(i + 1, len(lines))
+                if lines[j].strip() and set(lines[j].strip()) == {fence[0]}
+                and len(lines[j].strip()) >= len(fence)), len(lines))
+    body = lines[i + 1:end]
+    while body and OPTION.match(body[0]):
+        body = body[1:]
+    return opener, body, end
+
+
 def _blocks(lines: list[str], values, targets: Targets) -> list[str]:
     out: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
-        opener = OPENER.match(line)
-        if opener is None:
+        directive = directive_at(lines, i)
+        if directive is None:
             if not (TARGET.match(line) or COMMENT.match(line)):
                 out.append(_inline(line, values, targets))
             i += 1
             continue
-        fence, name = opener["fence"], opener["name"]
-        end = next((j for j in range(i + 1, len(lines))
-                    if lines[j].strip() and set(lines[j].strip()) == {fence[0]}
-                    and len(lines[j].strip()) >= len(fence)), len(lines))
-        body = lines[i + 1:end]
-        while body and OPTION.match(body[0]):
-            body = body[1:]
+        opener, body, end = directive
+        name = opener["name"]
         if name not in KINDS:
             raise PlainMarkdownError(f"no plain rendering for the directive {{{name}}} "
                                      f"at {line.strip()!r}: add it to plain_markdown.KINDS")

@@ -72,17 +72,11 @@ def _fence_blocks(text: str) -> list[tuple[str, str, str]]:
     """Top-level MyST directive blocks of ``text``: (name, title, body without options)."""
     blocks, lines, i = [], text.split("\n"), 0
     while i < len(lines):
-        opener = plain_markdown.OPENER.match(lines[i])
-        if opener is None:
+        directive = plain_markdown.directive_at(lines, i)
+        if directive is None:
             i += 1
             continue
-        fence = opener["fence"]
-        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip()
-                    and set(lines[j].strip()) == {fence[0]} and len(lines[j].strip()) >= len(fence)),
-                   len(lines))
-        body = lines[i + 1:end]
-        while body and plain_markdown.OPTION.match(body[0]):
-            body = body[1:]
+        opener, body, end = directive
         blocks.append((opener["name"], opener["title"].strip(), "\n".join(body)))
         i = end + 1
     return blocks

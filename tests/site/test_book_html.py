@@ -7,7 +7,8 @@ MathJax must come from the book's ``_static/`` and no page may point at a CDN; e
 The same book built as one page (``--builder singlehtml``, what ``make pdf`` prints) must render
 theorems and link its stylesheets, scripts and figures. An incremental build re-executes the status
 page, and every notebook after a change of ``ATTNSVM_SCALE``. The search page loads the script that
-makes snippets show formulas as text, and (in Chromium, over http) a snippet has no TeX left.
+makes snippets show formulas as text, and (in Chromium, over http) a snippet has no TeX left; in
+a 390 px frame a notation table is read row by row and fits the screen.
 """
 
 import base64
@@ -171,21 +172,27 @@ def test_the_search_page_loads_the_snippet_script_deferred(html):
     assert "search_snippets.js" not in page       # content pages do not need it
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium")
-def test_a_search_snippet_near_a_formula_has_no_tex(html):
-    """The search page over http (snippets need it), in Chromium: a hit next to a formula."""
+def _chromium_dom(html: Path, page: str) -> subprocess.CompletedProcess:
+    """The DOM of ``page`` (a path under the built book ``html``) after Chromium has run its
+    scripts, the book served over http (search snippets and frames need it)."""
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
     handler.log_message = lambda *args: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/search.html?q=inline"
+        url = f"http://127.0.0.1:{server.server_address[1]}/{page}"
         with tempfile.TemporaryDirectory() as profile:
-            run = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                                  f"--user-data-dir={profile}", "--virtual-time-budget=20000",
-                                  "--dump-dom", url], capture_output=True, text=True, timeout=120)
+            return subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                                   f"--user-data-dir={profile}", "--virtual-time-budget=20000",
+                                   "--dump-dom", url], capture_output=True, text=True, timeout=120)
     finally:
         server.shutdown()
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium")
+def test_a_search_snippet_near_a_formula_has_no_tex(html):
+    """The search page over http (snippets need it), in Chromium: a hit next to a formula."""
+    run = _chromium_dom(html, "search.html?q=inline")
     snippets = re.findall(r'<p class="context">(.*?)</p>', run.stdout, re.DOTALL)
     assert snippets, run.stdout[-2000:] + run.stderr[-2000:]
     text = " ".join(re.sub(r"<[^>]+>", "", " ".join(snippets)).split())
@@ -301,18 +308,7 @@ def test_a_notation_table_fits_a_phone(html):
     http so that its script may write into the frame's holder.)"""
     (html / "phone.html").write_text('<html><body style="margin:0"><iframe src="book/other.html" '
                                      'width="390" height="900" style="border:0"></iframe></body></html>')
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/phone.html"
-        with tempfile.TemporaryDirectory() as profile:
-            run = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                                  f"--user-data-dir={profile}", "--virtual-time-budget=20000",
-                                  "--dump-dom", url], capture_output=True, text=True, timeout=120)
-    finally:
-        server.shutdown()
+    run = _chromium_dom(html, "phone.html")
     right = re.search(r'data-table-right="(\d+)"', run.stdout)
     width = re.search(r'data-page-width="(\d+)"', run.stdout)
     hidden = re.search(r'data-table-hidden="(-?\d+)"', run.stdout)
