@@ -482,21 +482,27 @@ def test_block_normalize_keeps_autograd():
 
 
 def test_a_frozen_run_is_recorded_warned_and_not_settled():
-    """Exact (K, Q) NGD at step 0.1 reaches ||K Q^T|| ~ 3,400 and from step 729 on every update is
+    """Exact (K, Q) NGD at step 0.1 reaches ||K Q^T|| ~ 3,400 and from step ~730 on every update is
     exactly 0 (the gradient underflows in float64): `frozen` says from when, a FrozenWarning says
-    so, and `unsettled` does not read the zero turn as a converged direction."""
+    so, and `unsettled` does not read the zero turn as a converged direction. The step at which the
+    gradient underflows depends on the last bits of the arithmetic (729 under one BLAS kernel, 730
+    under another), so it is read from the run and only its range is fixed."""
     problem = A.random_problem(6, 8, 10, generator=A.set_seed(0))
-    with pytest.warns(A.FrozenWarning, match="froze: every update was exactly 0 from step 729"):
+    with pytest.warns(A.FrozenWarning, match=r"froze: every update was exactly 0 from step (\d+) on") as caught:
         h = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1,
                     record_iterates=True)
-    assert h.frozen.shape == () and int(h.frozen) == 729
-    assert (h.step[729:-1] == 0).all() and h.step[728] > 0
-    assert torch.equal(h.iterates[729], h.iterates[-1]) and not torch.equal(h.iterates[728], h.iterates[729])
+    assert h.frozen.shape == ()
+    first = int(h.frozen)
+    assert 650 <= first <= 800, first
+    assert f"from step {first} on" in str(caught[0].message)
+    assert (h.step[first:-1] == 0).all() and h.step[first - 1] > 0
+    assert torch.equal(h.iterates[first], h.iterates[-1])
+    assert not torch.equal(h.iterates[first - 1], h.iterates[first])
     assert float(h.turn[-1]) == 0.0 and bool(h.unsettled(1e-4))
-    # logged every 7 steps: the first logged step with a zero update (the freeze began after 728)
+    # logged every 7 steps: the first logged step with a zero update
     with pytest.warns(A.FrozenWarning):
         sparse = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1, log_every=7)
-    assert int(sparse.frozen) == 735
+    assert int(sparse.frozen) == -(-first // 7) * 7
     # logged at the ends only: the last update is measured too, so the freeze is still seen
     with pytest.warns(A.FrozenWarning):
         ends = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1, log_every=2000)
@@ -504,7 +510,7 @@ def test_a_frozen_run_is_recorded_warned_and_not_settled():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         quiet = A.train(A.KQAttention.init(10, generator=A.set_seed(0)), problem, 2000, 0.1, warn=False)
-    assert int(quiet.frozen) == 729
+    assert int(quiet.frozen) == first
 
 
 def test_frozen_is_per_trial_and_absent_from_moving_runs():
