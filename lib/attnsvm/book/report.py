@@ -100,7 +100,9 @@ def claim(key: str, value: float | str, ok: bool, fmt: str = ".4f", kind: str = 
     published value). ``ok`` is the row's criterion (e.g. :func:`within` the paper's value); the
     chapter's ``assert`` cells, not this, decide whether the build passes. ``note`` (optional, e.g.
     which parameter was fitted among how many candidates) is glued as ``key-note``. A check that
-    holds by construction is a sanity check: do not make it a claim. Needs MyST-NB.
+    holds by construction is a sanity check, evidence of nothing: make it a claim only where its
+    report row begins a cell with "sanity check" (the report counts such rows apart from the
+    status words). Needs MyST-NB.
     """
     if not isinstance(kind, str) or kind not in KINDS_OF_CLAIM:
         raise ValueError(f"kind must be one of {sorted(KINDS_OF_CLAIM)}, got {kind!r} "
