@@ -5,7 +5,7 @@
  * a snippet read "\(\lVert W\rVert \to \infty\)". This script (loaded after searchtools.js, on the
  * search page) wraps Search.htmlToText: before the text is taken, each formula element
  * (span.math, div.math) is replaced by a plain-text rendering of its TeX ("‖W‖ → ∞", "x_t", "𝕊(XWz)",
- * "(a)/(b)"); nothing else changes. texToText is also exported for the tests (node).
+ * "(a)/(b)") and the theme's header, printed contents and footer are dropped (PAGE_CHROME). texToText is also exported for the tests (node).
  */
 (function (root) {
   "use strict";
@@ -171,13 +171,21 @@
     });
   }
 
+  // The theme's parts of the main block that are not the page's text (the article header with the
+  // download menu, the printed contents, the search box, the footer): without them a hit near the
+  // top of a page shows the title and the first paragraph, not ".ipynb .md .pdf ... Contents ...".
+  const PAGE_CHROME = [".bd-header-article", "#jb-print-docs-body", ".searchbox",
+    ".bd-sidebar-secondary", ".prev-next-area", "footer"].join(", ");
+
   function install() {
     if (typeof Search === "undefined" || !Search.htmlToText || Search.htmlToText.attnsvm) return;
     const original = Search.htmlToText;
     const wrapped = function (htmlString, anchor) {
       const doc = new DOMParser().parseFromString(htmlString, "text/html");
+      doc.querySelectorAll(PAGE_CHROME).forEach((el) => el.remove());
       plainFormulas(doc);
-      return original("<!DOCTYPE html>" + doc.documentElement.outerHTML, anchor);
+      // runs of white space collapsed: the snippet's 240 characters are text, not indentation
+      return original("<!DOCTYPE html>" + doc.documentElement.outerHTML, anchor).replace(/\s+/g, " ").trim();
     };
     wrapped.attnsvm = true;
     Search.htmlToText = wrapped;

@@ -200,6 +200,20 @@ def test_a_search_snippet_near_a_formula_has_no_tex(html):
     assert not SNIPPET_TEX.search(text), text
 
 
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium")
+def test_a_search_snippet_starts_at_the_text_not_the_page_header(html):
+    """A hit in a page's title: the snippet starts at the title, not at the theme's article header
+    (the download menu's ".md .pdf", the printed contents), which Sphinx's search takes as text."""
+    run = _chromium_dom(html, "search.html?q=page")
+    snippets = re.findall(r'<p class="context">(.*?)</p>', run.stdout, re.DOTALL)
+    assert snippets, run.stdout[-2000:] + run.stderr[-2000:]
+    for snippet in snippets:
+        text = " ".join(re.sub(r"<[^>]+>", "", snippet).split())
+        assert not re.search(r"\.(md|pdf|ipynb)\b", text) and "Contents" not in text, text
+    starts = [" ".join(re.sub(r"<[^>]+>", "", s).split())[:80] for s in snippets]
+    assert any(start.startswith("A page with math") for start in starts), starts
+
+
 def test_one_page_book_renders_and_links_its_files(tmp_path):
     out = _build_minimal_book(tmp_path, builder="singlehtml")
     page = out / "index.html"  # the whole book, at the top of the output (book/_ext/singlehtml_book.py)
