@@ -154,9 +154,10 @@ def regularization_path(attention: Attention, problem: Problem, radii, *, steps:
         attention: ``WAttention``/``PromptAttention`` (ball ``||W||_F <= R``) or ``KQAttention``
             (ball ``||K||^2 + ||Q||^2 <= 2R``), of the problem's dtype and device (the dtype
             rule of :mod:`attnsvm.model.data`); its current value warm-starts the first radius.
-            For (K, Q), start at a radius where the loss already saturates (R ~ 100 on unit-norm
-            data): warm-started through small radii, K Q^T becomes rank one there and a
-            first-order method may not leave that rank-deficient region. Its trials shape must
+            For (K, Q) no single start is reliable: from a small radius (K Q^T is then nearly
+            rank one) or from one where the loss already saturates (R ~ 100 on unit-norm data),
+            a first-order method can end at a non-optimal stationary point (the book's Check 3.6
+            measures both); pass a ``reference`` and compare the losses. Its trials shape must
             be the problem's (or the problem has none: it is then shared by every trial).
         radii: increasing radii ``R``.
         steps: largest number of projected steps per radius; a trial stops earlier once its
