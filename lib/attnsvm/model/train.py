@@ -220,7 +220,7 @@ def _warn_frozen(history: History, dtype: torch.dtype) -> None:
                   "once the softmax saturated, or the start is stationary, e.g. K = Q = 0); their "
                   "parameters are a fixed point of the floating-point iteration, not a converged "
                   "direction (History.frozen; unsettled() counts them). Stop before it (fewer "
-                  "steps) or add the authors' ridge (ridge=2.2e-16) to keep them moving",
+                  "steps) or add the authors' ridge (ridge=torch.finfo(torch.float64).eps) to keep them moving",
                   FrozenWarning, stacklevel=3)
 
 
