@@ -19,8 +19,8 @@ class PathProvenance:
     the returned point (the winner included when it is a restart). ``str()`` reads e.g.
     "best of up to 11 starts per radius (the previous point, its rescaling, the reference, 8
     random restarts); the reference won at radii 1, 2 (in 3 of 8 trials at R = 100); random
-    restarts won at no radius; random restarts reached the winner's basin (1 - corr <= 0.001)
-    in 5 of 8 at R = 100".
+    restarts won at no radius; at R = 100, random restarts that reached the winner's basin
+    (1 - corr <= 0.001): 5 of the 8".
     """
 
     radii: torch.Tensor
@@ -60,9 +60,10 @@ class PathProvenance:
         if self.same_basin is not None:
             last_counts = self.same_basin[-1].flatten()
             low, high = int(last_counts.min()), int(last_counts.max())
-            span = f"{low}" if low == high else f"{low}-{high} (over {last_counts.numel()} trials)"
-            parts.append(f"random restarts reached the winner's basin (1 - corr <= {self.corr_tol:g}) "
-                         f"in {span} of {self.restarts} at {last}")
+            span = (f"{low} of the {self.restarts}" if low == high else
+                    f"between {low} and {high} of the {self.restarts}, by trial ({last_counts.numel()} trials)")
+            parts.append(f"at {last}, random restarts that reached the winner's basin "
+                         f"(1 - corr <= {self.corr_tol:g}): {span}")
         return "; ".join(parts)
 
 
